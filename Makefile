@@ -1,0 +1,43 @@
+# Two entry points: `make serve` runs the server, `make test` runs the tests.
+# Both create .venv on first use. torch is installed first from TORCH_SPEC (the CPU build by
+# default, so CI never pulls a multi-GB CUDA wheel); bring your own build with
+#   make serve TORCH_SPEC="torch --index-url https://download.pytorch.org/whl/cu128"
+# or install torch into .venv yourself first: an importable torch is kept as it is.
+
+PYTHON ?= python3
+VENV ?= .venv
+TORCH_SPEC ?= torch==2.13.0
+SERVE_ARGS ?=
+PIP = $(VENV)/bin/python -m pip
+
+.PHONY: serve test install install-test lint clean
+
+serve: install
+	$(VENV)/bin/ownvoice serve $(SERVE_ARGS)
+
+test: install-test
+	OWNVOICE_REQUIRE_REFERENCE=1 $(VENV)/bin/python -m pytest -q
+
+lint: install-test
+	$(VENV)/bin/ruff check ownvoice tests
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+$(VENV)/.torch: $(VENV)/bin/python
+	$(VENV)/bin/python -c "import torch" 2>/dev/null || $(PIP) install $(TORCH_SPEC)
+	touch $@
+
+install: $(VENV)/.torch
+	$(PIP) install -q -e ".[server,book]"
+
+# The official reference package (parity tests only) is installed without its dependencies:
+# it would pull gradio, and its 25 Hz code imports sox/onnxruntime/torchaudio, which the tests
+# replace with inert stubs (tests/reference/stubs).
+install-test: $(VENV)/.torch
+	$(PIP) install -q -e ".[server,book,test]"
+	$(PIP) install -q --no-deps qwen-tts==0.1.1
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,3 @@
+from ownvoice.cli import main
+
+main()

@@ -1,0 +1,125 @@
+"""Options for one synthesis call and for the engine as a whole.
+
+Frozen dataclasses with a `validate()` that names the field, the value and the allowed range.
+Defaults are those of the reference package (`generation_config.json` of the Qwen3-TTS repos).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from ownvoice.errors import InvalidInput
+
+TEXT_MODES = ("streaming", "non-streaming")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class SamplingOptions:
+    """How codes are drawn. Talker = codebook 0; sub-talker = code predictor (codebooks 1..15)."""
+
+    # talker (codebook 0)
+    do_sample: bool = True  # False = greedy (argmax)
+    temperature: float = 0.9
+    top_k: int = 50  # 0 = off
+    top_p: float = 1.0  # 1.0 = off
+    repetition_penalty: float = 1.05  # over codebook-0 codes generated so far; 1.0 = off
+    # sub-talker (codebooks 1..15); no penalty, no suppression
+    sub_do_sample: bool = True
+    sub_temperature: float = 0.9
+    sub_top_k: int = 50
+    sub_top_p: float = 1.0
+
+    @classmethod
+    def greedy(cls) -> SamplingOptions:
+        return cls(do_sample=False, sub_do_sample=False)
+
+    def validate(self) -> None:
+        for name in ("temperature", "sub_temperature"):
+            v = getattr(self, name)
+            if not v > 0:
+                raise InvalidInput(f"{name} must be > 0, got {v}", param=name)
+        for name in ("top_p", "sub_top_p"):
+            v = getattr(self, name)
+            if not 0 < v <= 1:
+                raise InvalidInput(f"{name} must be in (0, 1], got {v}", param=name)
+        for name in ("top_k", "sub_top_k"):
+            v = getattr(self, name)
+            if v < 0:
+                raise InvalidInput(f"{name} must be >= 0 (0 = off), got {v}", param=name)
+        if not self.repetition_penalty > 0:
+            raise InvalidInput(
+                f"repetition_penalty must be > 0, got {self.repetition_penalty}",
+                param="repetition_penalty",
+            )
+
+
+@dataclass(frozen=True)
+class SynthesisOptions:
+    """One synthesis call: language, length, sampling and how audio is streamed."""
+
+    # "auto" lets the model infer the language; otherwise one of engine.supported_languages
+    language: str = "auto"
+    sampling: SamplingOptions = field(default_factory=SamplingOptions)
+    # seed for sampling; None = nondeterministic
+    seed: int | None = None
+    # cap on generated frames (12.5 frames per second of audio); generation stops earlier at EOS.
+    # Exactly this many frames come out when EOS never wins.
+    max_frames: int = 2048
+    # how the text enters the talker: all at once ("non-streaming"), or one token per frame
+    # ("streaming"). None = the reference default: non-streaming for CustomVoice/VoiceDesign,
+    # streaming for voice clones.
+    text_mode: str | None = None
+    # streaming schedule: a small first chunk for low time-to-first-audio, then fixed chunks
+    first_chunk_frames: int = 2
+    chunk_frames: int = 8
+
+    def validate(self) -> None:
+        self.sampling.validate()
+        if self.max_frames < 1:
+            raise InvalidInput(f"max_frames must be >= 1, got {self.max_frames}", param="max_frames")
+        if self.text_mode is not None and self.text_mode not in TEXT_MODES:
+            raise InvalidInput(
+                f"text_mode must be one of {TEXT_MODES}, got {self.text_mode!r}", param="text_mode"
+            )
+        for name in ("first_chunk_frames", "chunk_frames"):
+            v = getattr(self, name)
+            if v < 1:
+                raise InvalidInput(f"{name} must be >= 1, got {v}", param=name)
+
+    def with_(self, **changes) -> SynthesisOptions:
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """How the engine runs: device, precision and which fast paths are on.
+
+    Mirrors the seed server's `optimization:` block (attention, use_compile, use_cuda_graphs,
+    streaming.decode_window_frames, streaming.emit_every_frames).
+    """
+
+    device: str = "auto"  # "auto" = cuda if available, else cpu; or "cpu", "cuda", "cuda:1", ...
+    dtype: str = "auto"  # "auto" = bfloat16 on GPU, float32 on CPU; or one of DTYPES
+    # "eager" is the simple reference-order path kept for parity; "sdpa" uses torch's fused kernel
+    attention: str = "sdpa"
+    # fast decode loop (static KV cache, device-side sampling); False = the eager parity loop
+    fast: bool = True
+    use_cuda_graphs: bool = True  # only where the device supports them
+    use_compile: bool = False
+    # None = exact incremental streaming decoder; N = re-decode the last N frames per chunk
+    decode_window_frames: int | None = None
+    quantize: str | None = None  # None or "int8" (weight-only, talker + code predictor)
+    num_threads: int | None = None  # CPU threads for torch; None = torch's default
+
+    def validate(self) -> None:
+        if self.dtype not in DTYPES:
+            raise InvalidInput(f"dtype must be one of {DTYPES}, got {self.dtype!r}", param="dtype")
+        if self.attention not in ("sdpa", "eager"):
+            raise InvalidInput(
+                f"attention must be 'sdpa' or 'eager', got {self.attention!r}", param="attention"
+            )
+        if self.quantize not in (None, "int8"):
+            raise InvalidInput(
+                f"quantize must be None or 'int8', got {self.quantize!r}", param="quantize"
+            )
