@@ -36,4 +36,14 @@ def main(argv: list[str] | None = None) -> None:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    sys.exit(args.func(args) or 0)
+    from ownvoice.errors import OwnvoiceError
+
+    try:
+        code = args.func(args)
+    except OwnvoiceError as e:
+        # a mistake in what was asked for: say what, never a traceback
+        print(f"ownvoice {args.command}: error: {e.message}", file=sys.stderr)
+        code = 2
+    except KeyboardInterrupt:
+        code = 130
+    sys.exit(code or 0)
