@@ -7,24 +7,44 @@
     voice = engine.make_voice("me.wav", ref_text="what I say in me.wav")  # Base models only
 
 `voice` is a speaker name (CustomVoice), a VoicePrompt (Base), or None (VoiceDesign, which takes
-`instruct` instead). Knows nothing about HTTP, files of the voice library or output formats.
+`instruct` instead). Knows nothing about HTTP, the voice library's files or output formats.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
-from ownvoice.engine.options import EngineConfig, SynthesisOptions
+import numpy as np
+import torch
+
+from ownvoice.engine.decode import eager_frames
+from ownvoice.engine.loading import LoadedModel, load_model
+from ownvoice.engine.options import EngineConfig, SamplingOptions, SynthesisOptions
+from ownvoice.engine.prompt import Conditioning, build_prompt
+from ownvoice.engine.requests import resolve_request
 from ownvoice.engine.results import AudioChunk, Synthesis
 from ownvoice.engine.voice import VoicePrompt
+from ownvoice.errors import AudioError, InvalidInput
+
+log = logging.getLogger(__name__)
+
+MIN_REFERENCE_SECONDS = 0.5
 
 
 class Engine:
     """Owns the model on one device. Not thread-safe: one synthesis at a time per engine."""
 
-    model_type: str  # "custom_voice" | "voice_design" | "base"
-    device: str  # e.g. "cpu", "cuda:0"
-    dtype: str  # "float32" | "bfloat16" | "float16"
+    def __init__(self, loaded: LoadedModel, config: EngineConfig):
+        self._m = loaded
+        self.config = config
+        self.source = loaded.source
+        self.model_config = loaded.cfg
+        self.model_type = loaded.cfg.model_type
+        self.device = str(loaded.device)
+        self.dtype = str(loaded.dtype).removeprefix("torch.")
 
     @classmethod
     def load(cls, path_or_id: str, config: EngineConfig | None = None, **overrides) -> Engine:
@@ -32,32 +52,93 @@ class Engine:
 
         `overrides` are EngineConfig fields, e.g. `Engine.load(p, device="cpu", dtype="float32")`.
         """
-        raise NotImplementedError
+        config = replace(config or EngineConfig(), **overrides)
+        config.validate()
+        if config.num_threads:
+            torch.set_num_threads(config.num_threads)
+        t0 = time.perf_counter()
+        loaded = load_model(path_or_id, config)
+        log.info(
+            "loaded %s (%s) on %s in %s in %.1fs",
+            path_or_id, loaded.cfg.model_type, loaded.device, loaded.dtype, time.perf_counter() - t0,
+        )  # fmt: skip
+        return cls(loaded, config)
+
+    # ---- what the model offers -------------------------------------------------------------
 
     @property
     def supported_speakers(self) -> list[str]:
-        raise NotImplementedError
+        return self.model_config.supported_speakers
 
     @property
     def supported_languages(self) -> list[str]:
-        raise NotImplementedError
+        return self.model_config.supported_languages
 
     @property
     def instruct_supported(self) -> bool:
-        raise NotImplementedError
+        return self.model_config.instruct_supported
+
+    @property
+    def default_sampling(self) -> SamplingOptions:
+        return self._m.default_sampling
 
     def warmup(self) -> float:
         """Run one short synthesis so later requests pay no first-call costs; returns seconds."""
-        raise NotImplementedError
+        t0 = time.perf_counter()
+        voice = None
+        if self.model_type == "custom_voice":
+            voice = self.supported_speakers[0]
+        elif self.model_type == "base":
+            # a second of low noise stands in for a reference clip
+            noise = np.random.default_rng(0).normal(0, 0.05, 24000).astype(np.float32)
+            voice = self.make_voice((noise, 24000), x_vector_only=True)
+        opts = SynthesisOptions(sampling=SamplingOptions.greedy(), max_frames=4, seed=0)
+        self.synthesize("Hello.", voice=voice, options=opts)
+        return time.perf_counter() - t0
 
-    def make_voice(
-        self,
-        audio,
-        ref_text: str | None = None,
-        x_vector_only: bool = False,
-    ) -> VoicePrompt:
-        """Encode a reference clip (path, bytes, or (np.ndarray, sample_rate)) into a VoicePrompt."""
-        raise NotImplementedError
+    # ---- voices -------------------------------------------------------------------------------
+
+    @torch.inference_mode()
+    def make_voice(self, audio, ref_text: str | None = None, x_vector_only: bool = False) -> VoicePrompt:
+        """Encode a reference clip (path, bytes, or (np.ndarray, sample_rate)) into a VoicePrompt.
+
+        ICL mode (default) also needs `ref_text`, the transcript of the clip; x-vector-only
+        mode uses just the speaker embedding.
+        """
+        from ownvoice.audio import load_audio, resample
+
+        if self.model_type != "base":
+            raise InvalidInput(
+                f"voice cloning needs a Base checkpoint; {self.source} is a {self.model_type} model",
+                param="voice",
+            )
+        if not x_vector_only and not (ref_text and ref_text.strip()):
+            raise InvalidInput(
+                "ref_text (the transcript of the reference audio) is required for voice cloning "
+                "in ICL mode; pass it, or use x-vector-only mode",
+                param="ref_text",
+            )
+        wav, sr = load_audio(audio)
+        if len(wav) < MIN_REFERENCE_SECONDS * sr:
+            raise AudioError(
+                f"reference audio is {len(wav) / sr:.2f} s long; at least "
+                f"{MIN_REFERENCE_SECONDS} s is needed (3-10 s of clear speech works best)",
+                param="ref_audio",
+            )
+        wav24 = resample(wav, sr, 24000) if sr != 24000 else wav
+        x = torch.from_numpy(np.ascontiguousarray(wav24)).to(self._m.device)
+        embedding = self._m.model.speaker_encoder.embed(x.to(self._m.dtype))
+        codes = None
+        if not x_vector_only:
+            codes = self._m.codec.encoder(x[None].to(self._m.dtype))[0].T.contiguous()  # (T, 16)
+        return VoicePrompt(
+            speaker_embedding=embedding.float().cpu(),
+            ref_codes=None if codes is None else codes.cpu(),
+            ref_text=None if x_vector_only else ref_text,
+            model_fingerprint=self._m.fingerprint,
+        )
+
+    # ---- speech -------------------------------------------------------------------------------
 
     def stream(
         self,
@@ -67,8 +148,58 @@ class Engine:
         options: SynthesisOptions | None = None,
         should_stop: Callable[[], bool] | None = None,
     ) -> Iterator[AudioChunk]:
-        """Yield audio as it is generated. `should_stop()` is polled between frames."""
-        raise NotImplementedError
+        """Yield audio as it is generated. `should_stop()` is polled between frames.
+
+        Chunks follow `options.first_chunk_frames` then `options.chunk_frames`; every chunk's
+        samples are final (the decoder is causal and exact), and their concatenation is
+        `synthesize(...)`'s audio.
+        """
+        options = options or SynthesisOptions()
+        options.validate()
+        req = resolve_request(self._m, text, voice, instruct, options)
+        return self._stream(req, options, should_stop)
+
+    def _stream(self, req, options: SynthesisOptions, should_stop) -> Iterator[AudioChunk]:
+        m = self._m
+        with torch.inference_mode():
+            prompt = build_prompt(m.model.talker, m.cfg, req.ids, req.cond)
+        generator = None
+        if options.seed is not None:
+            generator = torch.Generator(m.device).manual_seed(options.seed)
+        frames = eager_frames(m.model.talker, prompt, req.sampling, req.max_frames, generator, should_stop)
+        decoder = m.new_stream_decoder(req.cond.ref_codes)
+        pending: list[torch.Tensor] = []
+        index, start = 0, 0
+        target = options.first_chunk_frames
+        stop_reason = None
+        while stop_reason is None:
+            try:
+                pending.append(next(frames))
+            except StopIteration as end:
+                stop_reason = end.value or "eos"
+            if pending and (len(pending) >= target or stop_reason is not None):
+                codes = torch.cat(pending, dim=0)  # (n, 16)
+                samples = decoder(codes)
+                yield AudioChunk(
+                    samples=samples,
+                    codes=codes.cpu().numpy(),
+                    index=index,
+                    start_frame=start,
+                    is_last=stop_reason is not None,
+                    stop_reason=stop_reason,
+                )
+                index, start, pending = index + 1, start + codes.shape[0], []
+                target = options.chunk_frames
+            elif stop_reason is not None:
+                # nothing left to decode (EOS right after a chunk, or cancelled early)
+                yield AudioChunk(
+                    samples=np.zeros(0, np.float32),
+                    codes=np.zeros((0, 16), np.int64),
+                    index=index,
+                    start_frame=start,
+                    is_last=True,
+                    stop_reason=stop_reason,
+                )
 
     def synthesize(
         self,
@@ -76,5 +207,14 @@ class Engine:
         voice: str | VoicePrompt | None = None,
         instruct: str | None = None,
         options: SynthesisOptions | None = None,
+        should_stop: Callable[[], bool] | None = None,
     ) -> Synthesis:
-        raise NotImplementedError
+        """The whole utterance at once: the concatenation of `stream(...)`."""
+        options = (options or SynthesisOptions()).with_(first_chunk_frames=64, chunk_frames=64)
+        chunks = list(self.stream(text, voice, instruct, options, should_stop))
+        return Synthesis(
+            audio=np.concatenate([c.samples for c in chunks]).astype(np.float32, copy=False),
+            codes=np.concatenate([c.codes for c in chunks]).reshape(-1, 16),
+            stop_reason=chunks[-1].stop_reason,
+        )
+

@@ -6,7 +6,7 @@ Defaults are those of the reference package (`generation_config.json` of the Qwe
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from ownvoice.errors import InvalidInput
 
@@ -60,12 +60,14 @@ class SynthesisOptions:
 
     # "auto" lets the model infer the language; otherwise one of engine.supported_languages
     language: str = "auto"
-    sampling: SamplingOptions = field(default_factory=SamplingOptions)
+    # None = the checkpoint's generation_config.json (the same values as SamplingOptions())
+    sampling: SamplingOptions | None = None
     # seed for sampling; None = nondeterministic
     seed: int | None = None
     # cap on generated frames (12.5 frames per second of audio); generation stops earlier at EOS.
-    # Exactly this many frames come out when EOS never wins.
-    max_frames: int = 2048
+    # Exactly this many frames come out when EOS never wins. None = the checkpoint's
+    # max_new_tokens - 1 (8191 frames, 11 minutes), as upstream.
+    max_frames: int | None = None
     # how the text enters the talker: all at once ("non-streaming"), or one token per frame
     # ("streaming"). None = the reference default: non-streaming for CustomVoice/VoiceDesign,
     # streaming for voice clones.
@@ -75,8 +77,9 @@ class SynthesisOptions:
     chunk_frames: int = 8
 
     def validate(self) -> None:
-        self.sampling.validate()
-        if self.max_frames < 1:
+        if self.sampling is not None:
+            self.sampling.validate()
+        if self.max_frames is not None and self.max_frames < 1:
             raise InvalidInput(f"max_frames must be >= 1, got {self.max_frames}", param="max_frames")
         if self.text_mode is not None and self.text_mode not in TEXT_MODES:
             raise InvalidInput(
@@ -104,7 +107,7 @@ class EngineConfig:
     # "eager" is the simple reference-order path kept for parity; "sdpa" uses torch's fused kernel
     attention: str = "sdpa"
     # fast decode loop (static KV cache, device-side sampling); False = the eager parity loop
-    fast: bool = True
+    fast: bool = False
     use_cuda_graphs: bool = True  # only where the device supports them
     use_compile: bool = False
     # None = exact incremental streaming decoder; N = re-decode the last N frames per chunk

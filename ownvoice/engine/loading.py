@@ -1,0 +1,150 @@
+"""Loading a checkpoint onto a device: language model, codec, text tokenizer, defaults.
+
+Everything the engine holds for one checkpoint lives in `LoadedModel`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ownvoice.engine.options import EngineConfig, SamplingOptions
+from ownvoice.engine.tokenizer import TextTokenizer
+from ownvoice.errors import InvalidInput
+from ownvoice.model.config import ModelConfig
+from ownvoice.model.tts_model import Qwen3TTSModel
+from ownvoice.model.weights import (
+    checkpoint_dtype,
+    load_safetensors_into,
+    read_json,
+    resolve_checkpoint,
+)
+
+log = logging.getLogger(__name__)
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass
+class LoadedModel:
+    source: str
+    folder: Path
+    cfg: ModelConfig
+    model: Qwen3TTSModel
+    codec: object  # ownvoice.model.codec Codec: .decoder, .encoder (Base only)
+    tokenizer: TextTokenizer
+    device: torch.device
+    dtype: torch.dtype
+    default_sampling: SamplingOptions
+    default_max_frames: int
+    decode_window_frames: int | None
+    fingerprint: str  # identifies the speaker encoder + codec a VoicePrompt was made with
+
+    def new_stream_decoder(self, ref_codes: torch.Tensor | None) -> Callable[[torch.Tensor], np.ndarray]:
+        """A fresh incremental decoder: (n, 16) codes -> (n * 1920,) float32 samples.
+
+        In ICL mode the reference codes are decoded first as left context and their audio
+        dropped, exactly as upstream decodes cat(ref_codes, codes) and cuts the reference off.
+        """
+        from ownvoice.model.codec.streaming import StreamingDecoder, WindowedDecoder
+
+        if self.decode_window_frames:
+            dec = WindowedDecoder(self.codec.decoder, window=self.decode_window_frames)
+        else:
+            dec = StreamingDecoder(self.codec.decoder)
+
+        def push(codes: torch.Tensor) -> np.ndarray:
+            with torch.inference_mode():
+                out = dec.push(codes.to(self.device).T[None])  # (1, 16, n) -> (1, n * 1920)
+            return out[0].float().cpu().numpy()
+
+        if ref_codes is not None:
+            push(ref_codes)
+        return push
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError as e:
+        raise InvalidInput(f"unknown device {name!r}: {e}", param="device") from e
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise InvalidInput(
+            f"device {name!r} requested but this torch build sees no GPU "
+            f"(torch {torch.__version__}); run `ownvoice doctor`",
+            param="device",
+        )
+    return device
+
+
+def resolve_dtype(name: str, device: torch.device, stored: torch.dtype) -> torch.dtype:
+    if name != "auto":
+        return DTYPES[name]
+    # bf16 is the checkpoints' own precision and the fast choice on GPUs; on CPUs without
+    # native bf16 float32 is both faster and exact
+    if device.type == "cuda":
+        return torch.bfloat16 if stored == torch.bfloat16 else stored
+    return torch.float32
+
+
+def load_model(path_or_id: str, config: EngineConfig) -> LoadedModel:
+    from ownvoice.model.codec.loading import load_codec
+
+    folder = resolve_checkpoint(path_or_id)
+    cfg = ModelConfig.from_hf(read_json(folder / "config.json"))
+    device = resolve_device(config.device)
+    dtype = resolve_dtype(config.dtype, device, checkpoint_dtype(folder / "model.safetensors"))
+    with torch.device("meta"):
+        model = Qwen3TTSModel(cfg, attention=config.attention)
+    load_safetensors_into(model, folder / "model.safetensors", "", device, dtype)
+    model.talker.model.init_rope(device)
+    model.talker.code_predictor.model.init_rope(device)
+    model.eval()
+    codec = load_codec(folder / "speech_tokenizer", device, dtype, with_encoder=cfg.model_type == "base")
+    gen = read_json(folder / "generation_config.json")
+    return LoadedModel(
+        source=path_or_id,
+        folder=folder,
+        cfg=cfg,
+        model=model,
+        codec=codec,
+        tokenizer=TextTokenizer.from_folder(folder),
+        device=device,
+        dtype=dtype,
+        default_sampling=sampling_from_generation_config(gen),
+        default_max_frames=max(1, int(gen.get("max_new_tokens", 2048)) - 1),
+        decode_window_frames=config.decode_window_frames,
+        fingerprint=_fingerprint(cfg, model),
+    )
+
+
+def sampling_from_generation_config(gen: dict) -> SamplingOptions:
+    base = SamplingOptions()
+    return SamplingOptions(
+        do_sample=gen.get("do_sample", base.do_sample),
+        temperature=gen.get("temperature", base.temperature),
+        top_k=gen.get("top_k", base.top_k),
+        top_p=gen.get("top_p", base.top_p),
+        repetition_penalty=gen.get("repetition_penalty", base.repetition_penalty),
+        sub_do_sample=gen.get("subtalker_dosample", base.sub_do_sample),
+        sub_temperature=gen.get("subtalker_temperature", base.sub_temperature),
+        sub_top_k=gen.get("subtalker_top_k", base.sub_top_k),
+        sub_top_p=gen.get("subtalker_top_p", base.sub_top_p),
+    )
+
+
+def _fingerprint(cfg: ModelConfig, model: Qwen3TTSModel) -> str:
+    if model.speaker_encoder is None:
+        return ""
+    # hashing one small weight tells checkpoints apart without reading them all
+    w = model.speaker_encoder.fc.weight.detach().float().cpu().numpy().tobytes()
+    return f"{cfg.talker.hidden_size}-{hashlib.sha256(w).hexdigest()[:16]}"
+
