@@ -88,8 +88,10 @@ def build_vocab(learned_tokens: int = 4000) -> tuple[dict[str, int], list[str]]:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    # the chat roles are whole tokens in Qwen's vocabulary; repeating them makes BPE learn them
-    texts = list(CORPUS.values()) + ["user\nassistant\n"] * 50
+    # The chat roles are whole tokens in Qwen's vocabulary; repeating them makes BPE learn them.
+    # Camel-case words become tokens that span a case change, so tokenizing with another
+    # pre-tokenizer regex (transformers' Mistral swap) visibly changes the ids.
+    texts = list(CORPUS.values()) + ["user\nassistant\n"] * 50 + ["JavaScript YouTube\n"] * 20
     tok.train_from_iterator(texts, trainer=trainer)
     model = json.loads(tok.to_str())["model"]
     learned = sorted(model["vocab"], key=model["vocab"].get)

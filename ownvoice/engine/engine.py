@@ -127,7 +127,7 @@ class Engine:
             )
         wav24 = resample(wav, sr, 24000) if sr != 24000 else wav
         x = torch.from_numpy(np.ascontiguousarray(wav24)).to(self._m.device)
-        embedding = self._m.model.speaker_encoder.embed(x.to(self._m.dtype))
+        embedding = self._m.model.speaker_encoder.embed(x)  # mel in float32, as upstream
         codes = None
         if not x_vector_only:
             codes = self._m.codec.encoder(x[None].to(self._m.dtype))[0].T.contiguous()  # (T, 16)

@@ -1,0 +1,96 @@
+"""`ownvoice say TEXT`: synthesize one utterance to a WAV file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("say", help="speak a text into a WAV file", description=__doc__)
+    p.add_argument("text", nargs="?", help="the text to speak ('-' reads stdin)")
+    p.add_argument("--model", required=True, help="checkpoint folder or Hugging Face hub id")
+    p.add_argument("-o", "--output", help="output WAV (24 kHz mono)")
+    voice = p.add_argument_group("voice (one of)")
+    voice.add_argument("--speaker", help="preset speaker (CustomVoice models)")
+    voice.add_argument("--ref-audio", help="reference recording to clone (Base models)")
+    voice.add_argument("--ref-text", help="transcript of --ref-audio (ICL cloning)")
+    voice.add_argument(
+        "--x-vector-only", action="store_true", help="clone from the speaker embedding only"
+    )
+    voice.add_argument("--instruct", help="voice description (VoiceDesign) or style (1.7B CustomVoice)")
+    p.add_argument("--language", default="auto", help="language name, or 'auto' (default)")
+    p.add_argument("--text-mode", choices=("streaming", "non-streaming"), help="how text enters the model")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--greedy", action="store_true", help="argmax instead of sampling (both stages)")
+    p.add_argument("--max-frames", type=int, help="cap on frames (12.5 per second of audio)")
+    s = p.add_argument_group("sampling (defaults from the checkpoint's generation_config.json)")
+    s.add_argument("--temperature", type=float)
+    s.add_argument("--top-k", type=int)
+    s.add_argument("--top-p", type=float)
+    s.add_argument("--repetition-penalty", type=float)
+    s.add_argument("--sub-temperature", type=float, help="code predictor temperature")
+    s.add_argument("--sub-top-k", type=int)
+    s.add_argument("--sub-top-p", type=float)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"))
+    p.add_argument("--codes-out", help="also write the codes: a JSON list of frames of 16 ints")
+    p.add_argument("--list-speakers", action="store_true")
+    p.add_argument("--list-languages", action="store_true")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from ownvoice.audio import write_wav
+    from ownvoice.engine.engine import Engine
+    from ownvoice.engine.options import SynthesisOptions
+    from ownvoice.errors import InvalidInput
+
+    engine = Engine.load(args.model, device=args.device, dtype=args.dtype)
+    if args.list_speakers or args.list_languages:
+        names = engine.supported_speakers if args.list_speakers else engine.supported_languages
+        print("\n".join(names) if names else f"({engine.model_type} model: no preset speakers)")
+        return 0
+    text = sys.stdin.read() if args.text == "-" else args.text
+    if not text:
+        raise InvalidInput("no text given (pass TEXT, or '-' to read stdin)", param="text")
+    if not args.output:
+        raise InvalidInput("-o/--output is required", param="output")
+
+    sampling = engine.default_sampling
+    if args.greedy:
+        sampling = replace(sampling, do_sample=False, sub_do_sample=False)
+    overrides = {
+        "temperature": args.temperature,
+        "top_k": args.top_k,
+        "top_p": args.top_p,
+        "repetition_penalty": args.repetition_penalty,
+        "sub_temperature": args.sub_temperature,
+        "sub_top_k": args.sub_top_k,
+        "sub_top_p": args.sub_top_p,
+    }
+    sampling = replace(sampling, **{k: v for k, v in overrides.items() if v is not None})
+
+    voice = args.speaker
+    if args.ref_audio:
+        voice = engine.make_voice(args.ref_audio, ref_text=args.ref_text, x_vector_only=args.x_vector_only)
+    options = SynthesisOptions(
+        language=args.language,
+        sampling=sampling,
+        seed=args.seed,
+        max_frames=args.max_frames,
+        text_mode=args.text_mode,
+    )
+    result = engine.synthesize(text, voice=voice, instruct=args.instruct, options=options)
+    write_wav(args.output, result.audio, result.sample_rate)
+    if args.codes_out:
+        with open(args.codes_out, "w") as f:
+            json.dump(result.codes.tolist(), f)
+    print(
+        f"wrote {args.output}: {result.duration:.2f} s, {len(result.codes)} frames "
+        f"(stopped: {result.stop_reason})"
+    )
+    return 0
