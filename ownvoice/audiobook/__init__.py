@@ -1,0 +1,23 @@
+"""Long text to one finished audio file: `ownvoice book`.
+
+    from ownvoice.audiobook import BookOptions, ServerBackend, render_book
+    report = render_book("novel.epub", "novel.m4b", ServerBackend(URL, voice="ryan"), BookOptions())
+    print(report.text())
+
+Modules, in the order the work flows:
+    reader, markdown, epub, xhtml   read .txt / .md / .epub / stdin into a Book (document)
+    plan                            chunks of a target length and the pause after each
+    backends                        a server (HTTP) or an in-process Engine makes each chunk's audio
+    render, workdir                 bounded parallel synthesis, retries, runaway checks, resume
+    assemble, loudness              trim, level to -18 LUFS, true-peak limit, join with pauses
+    encode                          one pass to mp3 / m4b (chapters, tags, cover) / opus / flac / wav
+    progress, report                the progress line and the final report
+    pipeline                        all of the above: render_book()
+"""
+
+from ownvoice.audiobook.backends import EngineBackend, ServerBackend
+from ownvoice.audiobook.options import BookOptions, Pauses
+from ownvoice.audiobook.pipeline import render_book
+from ownvoice.audiobook.report import BookReport
+
+__all__ = ["BookOptions", "BookReport", "EngineBackend", "Pauses", "ServerBackend", "render_book"]

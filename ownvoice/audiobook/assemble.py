@@ -1,0 +1,129 @@
+"""Turn finished chunks into one PCM stream: trim, level, limit, and join with pauses.
+
+For each chunk, in this order:
+  1. trim the silence the model leaves at both ends (energy threshold; a short margin is kept so
+     soft onsets and final consonants survive),
+  2. bring it to the target integrated loudness (chunks too short or silent to measure get the
+     book's median gain),
+  3. hold its true peak under the ceiling.
+Then each chunk is followed by the configured silence.
+
+Two passes, so memory stays at one chunk however long the book: `measure` reads every chunk
+once for its trimmed length and loudness (hence the chapter start samples, needed before
+encoding begins), and `stream` reads them again and yields the finished audio block by block.
+Knows nothing about synthesis or file formats.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ownvoice.audiobook import loudness
+from ownvoice.audiobook.options import Pauses
+from ownvoice.audiobook.plan import PlannedChunk
+
+TRIM_FRAME_S = 0.01  # energy is measured in 10 ms frames
+TRIM_MARGIN_S = 0.04  # kept on each side of the first/last frame above the threshold
+TRIM_RELATIVE_DB = -45.0  # a frame is silence when this far below the chunk's loudest frame...
+TRIM_FLOOR_DB = -60.0  # ...or below this absolute level (dBFS RMS), whichever is higher
+
+Loader = Callable[[PlannedChunk], np.ndarray]
+
+
+@dataclass
+class Assembly:
+    """What the first pass learned, and what the second adds."""
+
+    sample_rate: int
+    lengths: list[int]  # samples of each trimmed chunk
+    gaps: list[int]  # samples of silence after each chunk (the tail after the last)
+    head: int  # samples of silence before the first chunk
+    before_lufs: list[float | None]  # None = unmeasurable (under 0.4 s, or silent)
+    gains_db: list[float]
+    chapter_starts: list[int] = field(default_factory=list)  # first sample of each chapter
+    chapter_ids: list[int] = field(default_factory=list)  # which book chapter each start is
+    after_lufs: list[float | None] = field(default_factory=list)  # filled by stream()
+    limited: int = 0  # chunks whose peaks the limiter pulled down (filled by stream())
+
+    @property
+    def total(self) -> int:
+        return self.head + sum(self.lengths) + sum(self.gaps)
+
+
+def trim_silence(audio: np.ndarray, sample_rate: int) -> np.ndarray:
+    """`audio` without its leading and trailing silence (all of it if it is all silence)."""
+    frame = max(1, int(TRIM_FRAME_S * sample_rate))
+    n = len(audio) // frame
+    if n == 0:
+        return audio[:0]
+    rms = np.sqrt(np.mean(audio[: n * frame].reshape(n, frame) ** 2, axis=1) + 1e-20)
+    db = 20 * np.log10(rms)
+    threshold = max(TRIM_FLOOR_DB, float(db.max()) + TRIM_RELATIVE_DB)
+    loud = np.nonzero(db > threshold)[0]
+    if len(loud) == 0:
+        return audio[:0]
+    margin = int(TRIM_MARGIN_S * sample_rate)
+    start = max(0, loud[0] * frame - margin)
+    end = min(len(audio), (loud[-1] + 1) * frame + margin)
+    return audio[start:end]
+
+
+def measure(
+    plan: Sequence[PlannedChunk],
+    load: Loader,
+    sample_rate: int,
+    pauses: Pauses,
+    target_lufs: float,
+) -> Assembly:
+    """First pass: trimmed lengths, loudness and gains, gaps and chapter starts."""
+    lengths, before = [], []
+    for chunk in plan:
+        audio = trim_silence(load(chunk), sample_rate)
+        lengths.append(len(audio))
+        before.append(loudness.integrated_loudness(audio, sample_rate))
+    measured = [loudness.gain_db(m, target_lufs) for m in before if m is not None]
+    fallback = float(np.median(measured)) if measured else 0.0  # for what cannot be measured
+    gains = [fallback if m is None else loudness.gain_db(m, target_lufs) for m in before]
+    gaps = [
+        round((pauses.tail if c.pause == "end" else getattr(pauses, c.pause)) * sample_rate)
+        for c in plan
+    ]
+    asm = Assembly(sample_rate, lengths, gaps, round(pauses.head * sample_rate), before, gains)
+    position = asm.head
+    for chunk, length, gap in zip(plan, lengths, gaps, strict=True):
+        if not asm.chapter_ids or asm.chapter_ids[-1] != chunk.chapter:
+            asm.chapter_starts.append(position if asm.chapter_ids else 0)  # 1st includes the head
+            asm.chapter_ids.append(chunk.chapter)
+        position += length + gap
+    return asm
+
+
+def stream(
+    plan: Sequence[PlannedChunk], load: Loader, asm: Assembly, peak_dbtp: float
+) -> Iterator[np.ndarray]:
+    """Second pass: the finished track as float32 blocks (one chunk or one pause each)."""
+    asm.after_lufs, asm.limited = [], 0
+    yield np.zeros(asm.head, dtype=np.float32)
+    for chunk, gain, gap in zip(plan, asm.gains_db, asm.gaps, strict=True):
+        audio = trim_silence(load(chunk), asm.sample_rate)
+        audio, engaged = level(audio, gain, peak_dbtp, asm.sample_rate)
+        asm.limited += engaged
+        asm.after_lufs.append(loudness.integrated_loudness(audio, asm.sample_rate))
+        yield audio
+        yield np.zeros(gap, dtype=np.float32)
+
+
+def level(
+    audio: np.ndarray, gain_db: float, peak_dbtp: float, sample_rate: int
+) -> tuple[np.ndarray, bool]:
+    """Apply the gain, then the true-peak ceiling; returns (audio, limiter engaged)."""
+    return loudness.limit(loudness.apply_gain(audio, gain_db), peak_dbtp, sample_rate)
+
+
+def spread(values: Sequence[float | None]) -> float | None:
+    """max - min of the measurable values, in LU; None when fewer than two."""
+    v = [x for x in values if x is not None]
+    return max(v) - min(v) if len(v) >= 2 else None

@@ -1,0 +1,211 @@
+"""Where chunk audio comes from: an OpenAI-compatible server, or an Engine in this process.
+
+Both have the same small surface:
+
+    backend.identity() -> dict          what makes their audio what it is (part of the chunk key)
+    backend.synthesize(text, seed=, language=, max_seconds=) -> Rendered   float32 mono, 24 kHz
+    backend.max_jobs                    None = any number of chunks in flight, 1 = one at a time
+
+A failure worth another try raises Retryable (timeout, connection, 5xx, 429 with Retry-After);
+a failure every chunk would share (bad voice, bad key, wrong URL) raises an OwnvoiceError at
+once, so the book stops instead of burning retries. Knows nothing about files or loudness.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+
+import numpy as np
+
+from ownvoice.errors import InvalidInput, OwnvoiceError
+
+SAMPLE_RATE = 24000
+FRAMES_PER_SECOND = 12.5
+
+
+class Retryable(Exception):
+    """A chunk failed in a way another attempt may fix."""
+
+    def __init__(self, reason: str, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.reason = reason  # "timeout" | "connection" | "server_error" | "rate_limited" | ...
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class Rendered:
+    audio: np.ndarray  # float32 (N,), 24 kHz
+    stop_reason: str  # "eos" | "max_frames" | "server" (a server does not say)
+
+
+class ServerBackend:
+    """POST {url}/v1/audio/speech per chunk, asking for raw 16-bit PCM at 24 kHz."""
+
+    max_jobs = None
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        voice: str | None,
+        model: str | None = None,
+        instructions: str | None = None,
+        timeout: float = 600.0,
+        connect_timeout: float = 10.0,
+        api_key: str | None = None,
+        transport=None,  # an httpx transport, for tests
+    ):
+        import httpx
+
+        self.url = url.rstrip("/")
+        if self.url.endswith("/v1"):
+            self.url = self.url[: -len("/v1")]
+        self.voice, self.instructions = voice, instructions
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._httpx = httpx
+        self._client = httpx.Client(
+            timeout=httpx.Timeout(timeout, connect=connect_timeout),
+            headers=headers,
+            transport=transport,
+        )
+        self.model = model
+
+    def identity(self) -> dict:
+        if self.model is None:
+            self.model = self._first_model()
+        return {
+            "backend": "server",
+            "model": self.model,
+            "voice": self.voice,
+            "instructions": self.instructions,
+        }
+
+    def _first_model(self) -> str:
+        """The server's first listed model (the one it serves); "tts-1" if it lists none."""
+        try:
+            r = self._client.get(f"{self.url}/v1/models")
+        except self._httpx.TransportError as e:
+            raise InvalidInput(f"cannot reach the server at {self.url}: {e}", param="server") from e
+        if r.status_code == 200:
+            try:
+                return str(r.json()["data"][0]["id"])
+            except (ValueError, KeyError, IndexError, TypeError):
+                pass
+        return "tts-1"
+
+    def synthesize(self, text: str, *, seed: int, language: str, max_seconds: float) -> Rendered:
+        body = {
+            "model": self.model or "tts-1",
+            "input": text,
+            "response_format": "pcm",
+            "seed": seed,
+        }
+        if self.voice is not None:
+            body["voice"] = self.voice
+        if self.instructions:
+            body["instructions"] = self.instructions
+        if language != "auto":
+            body["language"] = language
+        try:
+            r = self._client.post(f"{self.url}/v1/audio/speech", json=body)
+        except self._httpx.TimeoutException as e:
+            raise Retryable("timeout", f"no answer within the timeout ({type(e).__name__})") from e
+        except self._httpx.TransportError as e:
+            raise Retryable("connection", f"{type(e).__name__}: {e}") from e
+        if r.status_code == 200:
+            return Rendered(_pcm16(r.content), "server")
+        message = _error_message(r)
+        if r.status_code in (429, 503):
+            reason = "rate_limited" if r.status_code == 429 else "unavailable"
+            raise Retryable(reason, message, _retry_after(r.headers.get("retry-after")))
+        if r.status_code >= 500 or r.status_code == 408:
+            raise Retryable("server_error", message)
+        raise InvalidInput(f"the server refused the request: {message}", param="server")
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _pcm16(data: bytes) -> np.ndarray:
+    if len(data) < 2:
+        raise Retryable("empty", "the server sent no audio")
+    if len(data) % 2:
+        raise Retryable("bad_audio", f"the server sent {len(data)} bytes, not 16-bit PCM")
+    return np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0
+
+
+def _error_message(r) -> str:
+    """The OpenAI error envelope's message, else the start of the body."""
+    try:
+        err = r.json()["error"]
+        param = f" (param {err['param']})" if err.get("param") else ""
+        return f"HTTP {r.status_code}: {err['message']}{param}"
+    except (ValueError, KeyError, TypeError):
+        return f"HTTP {r.status_code}: {r.text[:200]}"
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:  # an HTTP date
+        from datetime import UTC, datetime
+
+        return max(0.0, (parsedate_to_datetime(value) - datetime.now(UTC)).total_seconds())
+    except (TypeError, ValueError):
+        return None
+
+
+class EngineBackend:
+    """An Engine in this process. One chunk at a time: an Engine is not thread-safe.
+
+    `max_seconds` becomes the frame cap, so a runaway chunk costs bounded time."""
+
+    max_jobs = 1
+
+    def __init__(
+        self,
+        engine,
+        *,
+        model_id: str,
+        voice=None,  # a speaker name, a VoicePrompt, or None (VoiceDesign)
+        voice_id: str | None = None,  # stands for `voice` in the key (e.g. hash of a ref clip)
+        instruct: str | None = None,
+    ):
+        self.engine, self.model_id = engine, model_id
+        self.voice, self.instruct = voice, instruct
+        self.voice_id = voice_id if voice_id is not None else voice
+
+    def identity(self) -> dict:
+        return {
+            "backend": "engine",
+            "model": self.model_id,
+            "model_type": getattr(self.engine, "model_type", None),
+            "voice": self.voice_id,
+            "instructions": self.instruct,
+        }
+
+    def synthesize(self, text: str, *, seed: int, language: str, max_seconds: float) -> Rendered:
+        from ownvoice.engine.options import SynthesisOptions
+
+        options = SynthesisOptions(
+            language=language, seed=seed, max_frames=math.ceil(max_seconds * FRAMES_PER_SECOND) + 1
+        )
+        try:
+            result = self.engine.synthesize(
+                text, voice=self.voice, instruct=self.instruct, options=options
+            )
+        except OwnvoiceError:
+            raise  # a bad voice or language fails every chunk alike
+        except Exception as e:  # e.g. out of memory: another attempt may fit
+            raise Retryable("engine_error", f"{type(e).__name__}: {e}") from e
+        audio = np.asarray(result.audio, dtype=np.float32).reshape(-1)
+        return Rendered(audio, result.stop_reason)
+
+    def close(self) -> None:
+        pass

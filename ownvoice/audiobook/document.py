@@ -1,0 +1,64 @@
+"""What a book is once read: metadata and chapters of plain-text paragraphs.
+
+The readers (txt, markdown, EPUB) produce a Book; the planner turns it into chunks. A chapter's
+paragraphs are what is spoken, so a heading in the source is its first paragraph; `title` is only
+the chapter mark in the output file. Knows nothing about file formats or audio.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Chapter:
+    title: str | None  # the chapter mark; None = "Chapter N" in the output
+    paragraphs: tuple[str, ...]  # plain text, one entry per paragraph, in reading order
+    level: int = 1  # nesting depth in the source's table of contents (1 = top)
+
+
+@dataclass(frozen=True)
+class Book:
+    title: str | None
+    author: str | None
+    chapters: tuple[Chapter, ...]
+    cover: bytes | None = None  # image bytes for the output's cover art
+    cover_type: str | None = None  # "image/jpeg" or "image/png"
+    language: str | None = None  # as declared by the source (EPUB dc:language), else None
+
+
+def _norm(text: str | None) -> str:
+    return " ".join((text or "").split())
+
+
+TITLE_ONLY_CHARS = 60  # a chapter whose whole text is one line this short is just a heading
+
+
+def merge_title_only_chapters(chapters: list[Chapter]) -> list[Chapter]:
+    """Drop empty chapters and fold a chapter that says nothing but its title (a part page, or a
+    book title right before chapter 1: one line of at most 60 characters) into the next one.
+
+    The folded heading is still spoken; only the chapter mark moves, and the titles are joined:
+    "Part One — Chapter 1". Without this an audiobook gets two-second chapters.
+    """
+    out: list[Chapter] = []
+    carry: Chapter | None = None
+    for chapter in chapters:
+        if carry is not None:
+            titles = [t for t in (carry.title, chapter.title) if t]
+            chapter = Chapter(
+                title=" — ".join(titles) or None,
+                paragraphs=carry.paragraphs + chapter.paragraphs,
+                level=min(carry.level, chapter.level),
+            )
+            carry = None
+        said = [p for p in chapter.paragraphs if _norm(p)]
+        if not said and chapter.title is None:
+            continue
+        if len(said) <= 1 and (not said or len(said[0]) <= TITLE_ONLY_CHARS):
+            carry = chapter
+            continue
+        out.append(chapter)
+    if carry is not None and any(_norm(p) for p in carry.paragraphs):
+        out.append(carry)  # a lone heading at the very end is still read
+    return out

@@ -1,0 +1,170 @@
+"""The whole job: read -> plan -> render missing chunks -> assemble -> encode once -> report.
+
+    report = render_book("book.epub", "book.m4b", ServerBackend("http://127.0.0.1:8000", voice="ryan"))
+
+If any chunk still fails after its retries, nothing is encoded: the report lists the failures and
+every finished chunk stays in the work folder, so running the same command again only retries
+what is missing. Knows nothing about the command line.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from ownvoice.audiobook import assemble
+from ownvoice.audiobook.backends import SAMPLE_RATE
+from ownvoice.audiobook.encode import (
+    ChapterMark,
+    Tags,
+    output_format,
+    resample_blocks,
+    write_audio,
+)
+from ownvoice.audiobook.options import BookOptions
+from ownvoice.audiobook.plan import (
+    default_chunk_chars,
+    plan_chunks,
+    split_language,
+    synthesis_language,
+)
+from ownvoice.audiobook.progress import Progress
+from ownvoice.audiobook.reader import read_book
+from ownvoice.audiobook.render import Job, render_chunks
+from ownvoice.audiobook.report import BookReport
+from ownvoice.audiobook.workdir import WorkDir, chunk_key
+from ownvoice.errors import InvalidInput
+
+MAX_COVER_BYTES = 16 * 2**20
+
+
+def default_work_dir(output: str) -> str:
+    return str(Path(output).with_name(Path(output).name + ".work"))
+
+
+def render_book(
+    source: str,
+    output: str,
+    backend,
+    options: BookOptions | None = None,
+    *,
+    work_dir: str | None = None,
+    redo: Sequence[int] = (),
+    input_format: str | None = None,
+    show_progress: bool = True,
+    stop: threading.Event | None = None,
+) -> BookReport:
+    """Render `source` (.txt/.md/.epub or "-") to `output`; `redo` holds 1-based chunk numbers."""
+    options = options or BookOptions()
+    options.validate()
+    fmt = output_format(output, options.format)
+    cover = _read_cover(options.cover) if options.cover else None
+    book = read_book(source, input_format)
+    max_chars = options.chunk_chars or default_chunk_chars(book)
+    plan = plan_chunks(book, max_chars, split_language(book, options.language))
+    language = synthesis_language(book, options.language)
+    identity = {**backend.identity(), "language": language, "seed": options.seed}
+    jobs = [Job(chunk, chunk_key(chunk.text, identity)) for chunk in plan]
+
+    work = WorkDir(work_dir or default_work_dir(output))
+    work.lock()
+    try:
+        _forget_redone(work, jobs, redo)
+        work.write_json("manifest.json", _manifest(source, book, identity, max_chars, jobs))
+        progress = Progress(len(jobs), sum(len(j.chunk.text) for j in jobs), enabled=show_progress)
+        try:
+            stats = render_chunks(jobs, backend, work, options, progress, language, stop)
+        finally:
+            progress.close()
+        report = BookReport(
+            chunks=len(jobs),
+            reused=stats.reused,
+            rendered=stats.rendered,
+            failed=len(stats.failures),
+            retries=dict(stats.retries),
+            failures=[{"chunk": i + 1, "text": t, "error": e} for i, t, e in stats.failures],
+            synth_seconds=stats.synth_wall_s,
+            new_audio_seconds=stats.new_audio_s,
+            work_dir=str(work.root),
+        )
+        if not stats.failures:
+            _finish(report, book, jobs, work, output, fmt, options, cover)
+        work.write_json("report.json", report.to_dict())
+        return report
+    finally:
+        work.unlock()
+
+
+def _finish(report, book, jobs, work, output, fmt, options, cover) -> None:
+    plan = [j.chunk for j in jobs]
+
+    def load(chunk):
+        return work.load(jobs[chunk.index].key)
+
+    asm = assemble.measure(plan, load, SAMPLE_RATE, options.pauses, options.target_lufs)
+    blocks = assemble.stream(plan, load, asm, options.peak_dbtp)
+    rate, starts, total = SAMPLE_RATE, asm.chapter_starts, asm.total
+    if options.sample_rate and options.sample_rate != SAMPLE_RATE:
+        rate = options.sample_rate
+        blocks = resample_blocks(blocks, SAMPLE_RATE, rate)
+        starts = [round(s * rate / SAMPLE_RATE) for s in starts]
+        total = round(total * rate / SAMPLE_RATE)
+    ends = [*starts[1:], total]
+    marks = tuple(
+        ChapterMark(book.chapters[c].title or f"Chapter {n + 1}", s, e)
+        for n, (c, s, e) in enumerate(zip(asm.chapter_ids, starts, ends, strict=True))
+    )
+    tags = Tags(
+        title=options.title or book.title,
+        author=options.author or book.author,
+        cover=cover if cover is not None else book.cover,
+        chapters=marks,
+    )
+    write_audio(output, blocks, rate, fmt, tags, options.bitrate)
+    before = [x for x in asm.before_lufs if x is not None]
+    after = [x for x in asm.after_lufs if x is not None]
+    report.audio_seconds = asm.total / SAMPLE_RATE
+    report.loudness_before = (min(before), max(before)) if before else None
+    report.loudness_after = (min(after), max(after)) if after else None
+    report.limited_chunks = asm.limited
+    report.output, report.format, report.chapters = str(output), fmt, len(marks)
+
+
+def _forget_redone(work: WorkDir, jobs: list[Job], redo: Sequence[int]) -> None:
+    for n in redo:
+        if not 1 <= n <= len(jobs):
+            raise InvalidInput(f"--redo {n}: the book has chunks 1 to {len(jobs)}", param="redo")
+        key = jobs[n - 1].key
+        work.forget(key)
+        work.bump_redo(key)  # a new seed, so the redone chunk really sounds different
+
+
+def _manifest(source, book, identity, max_chars, jobs) -> dict:
+    return {
+        "input": source,
+        "identity": identity,
+        "chunk_chars": max_chars,
+        "chapters": [c.title for c in book.chapters],
+        "chunks": [
+            {
+                "n": j.chunk.index + 1,
+                "key": j.key,
+                "chapter": j.chunk.chapter,
+                "pause": j.chunk.pause,
+                "text": j.chunk.text,
+            }
+            for j in jobs
+        ],
+    }
+
+
+def _read_cover(path: str) -> bytes:
+    p = Path(path)
+    if p.suffix.lower() not in (".jpg", ".jpeg", ".png"):
+        raise InvalidInput(f"cover must be a .jpg or .png file, got {path!r}", param="cover")
+    if not p.is_file():
+        raise InvalidInput(f"cover file {path!r} does not exist", param="cover")
+    if p.stat().st_size > MAX_COVER_BYTES:
+        raise InvalidInput(f"cover {path!r} is larger than 16 MiB", param="cover")
+    return p.read_bytes()

@@ -1,0 +1,86 @@
+"""Plan a book: the ordered list of chunks to synthesize and the pause after each.
+
+Chunks never span a paragraph. The pause after a chunk is "sentence" inside a paragraph,
+"paragraph" at its end, "chapter" at a chapter's end and "end" after the last chunk.
+How long a text should sound (for runaway detection) also lives here. Knows nothing about audio.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ownvoice.audiobook.document import Book
+from ownvoice.textsplit import LANGUAGE_CODES, chunk_paragraphs, cjk_fraction, is_cjk, language_code
+
+CHUNK_CHARS = 200  # ~13 s of English speech: inside the range the models read stably
+CHUNK_CHARS_CJK = 100  # ~20-25 s of Chinese or Japanese; long CJK inputs drift and break first
+
+# seconds each character usually takes to say (a brisk reader; slow voices are within the margins
+# that runaway detection allows)
+_SECONDS_PER_LETTER = 0.075
+_SECONDS_PER_DIGIT = 0.25  # "1999" is read as four syllables or more
+_SECONDS_PER_CJK = 0.2
+_SECONDS_PER_STOP = 0.15  # a pause at . , ; ! ? and their CJK forms
+
+
+@dataclass(frozen=True)
+class PlannedChunk:
+    index: int  # 0-based position in the book (shown 1-based to people)
+    text: str
+    chapter: int  # index into book.chapters
+    pause: str  # "sentence" | "paragraph" | "chapter" | "end"
+
+
+def default_chunk_chars(book: Book) -> int:
+    sample = " ".join(p for ch in book.chapters for p in ch.paragraphs[:20])[:20000]
+    return CHUNK_CHARS_CJK if cjk_fraction(sample) > 0.3 else CHUNK_CHARS
+
+
+def split_language(book: Book, language: str) -> str | None:
+    """The language to split sentences with: the one asked for, else the book's own."""
+    if language.lower() != "auto":
+        return language
+    if book.language:
+        try:
+            return language_code(book.language)
+        except ValueError:
+            return None
+    return None
+
+
+def synthesis_language(book: Book, language: str) -> str:
+    """The language to ask the model for: given, else the book's declared one if the model
+    knows it (an EPUB's "en-US" becomes "english"), else "auto"."""
+    if language.lower() != "auto" or not book.language:
+        return language
+    code = book.language.split("-")[0].split("_")[0].lower()
+    names = {c: name for name, c in LANGUAGE_CODES.items() if "dialect" not in name}
+    return names.get(code, "auto")
+
+
+def plan_chunks(book: Book, max_chars: int, language: str | None = None) -> list[PlannedChunk]:
+    chunks: list[PlannedChunk] = []
+    for chapter_index, chapter in enumerate(book.chapters):
+        pieces = chunk_paragraphs(chapter.paragraphs, max_chars, language)
+        for i, piece in enumerate(pieces):
+            pause = "chapter" if i == len(pieces) - 1 else piece.pause
+            chunks.append(PlannedChunk(len(chunks), piece.text, chapter_index, pause))
+    if chunks:
+        last = chunks[-1]
+        chunks[-1] = PlannedChunk(last.index, last.text, last.chapter, "end")
+    return chunks
+
+
+def expected_seconds(text: str) -> float:
+    """Roughly how long `text` takes to say; the yardstick for runaway and truncated audio."""
+    total = 0.0
+    for ch in text:
+        if is_cjk(ch):
+            total += _SECONDS_PER_STOP if ch in "。！？，、；：" else _SECONDS_PER_CJK
+        elif ch.isdigit():
+            total += _SECONDS_PER_DIGIT
+        elif ch.isalpha():
+            total += _SECONDS_PER_LETTER
+        elif ch in ".,;:!?":
+            total += _SECONDS_PER_STOP
+    return total

@@ -1,0 +1,82 @@
+"""Read a book from a .txt, .md or .epub file, or from stdin ("-"), into a Book.
+
+Plain text is one chapter of blank-line-separated paragraphs, titled by the file name. The
+format comes from the file extension unless given. Knows nothing about audio.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ownvoice.audiobook.document import Book, Chapter
+from ownvoice.audiobook.epub import read_epub
+from ownvoice.audiobook.markdown import parse_markdown
+from ownvoice.errors import InvalidInput
+from ownvoice.textsplit import split_paragraphs
+
+INPUT_FORMATS = ("txt", "md", "epub")
+_EXTENSIONS = {".txt": "txt", ".text": "txt", ".md": "md", ".markdown": "md", ".epub": "epub"}
+
+
+def input_format(path: str, explicit: str | None = None) -> str:
+    if explicit is not None:
+        if explicit not in INPUT_FORMATS:
+            raise InvalidInput(
+                f"input format must be one of {INPUT_FORMATS}, got {explicit!r}",
+                param="input_format",
+            )
+        return explicit
+    if path == "-":
+        return "txt"
+    fmt = _EXTENSIONS.get(Path(path).suffix.lower())
+    if fmt is None:
+        raise InvalidInput(
+            f"cannot tell the format of {path!r} from its extension; use one of "
+            f"{sorted(_EXTENSIONS)} or pass --input-format {'/'.join(INPUT_FORMATS)}",
+            param="input_format",
+        )
+    return fmt
+
+
+def read_book(path: str, fmt: str | None = None) -> Book:
+    """The Book in `path` ("-" = stdin). Raises InvalidInput for unreadable or empty input."""
+    fmt = input_format(path, fmt)
+    if fmt == "epub":
+        if path == "-":
+            raise InvalidInput("an EPUB cannot be read from stdin; pass its path", param="input")
+        _check_exists(path)
+        book = read_epub(path)
+    else:
+        text = _read_text(path)
+        stem = None if path == "-" else Path(path).stem
+        if fmt == "md":
+            book = parse_markdown(text, default_title=stem)
+        else:
+            book = Book(
+                title=stem, author=None, chapters=(Chapter(None, tuple(split_paragraphs(text))),)
+            )
+    if not any(any(c.isalnum() for c in p) for ch in book.chapters for p in ch.paragraphs):
+        raise InvalidInput(f"{path}: no text to read", param="input")
+    return book
+
+
+def _check_exists(path: str) -> None:
+    if not Path(path).is_file():
+        raise InvalidInput(f"input file {path!r} does not exist", param="input")
+
+
+def _read_text(path: str) -> str:
+    if path == "-":
+        data = sys.stdin.buffer.read()
+    else:
+        _check_exists(path)
+        data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise InvalidInput(
+            f"{path}: not UTF-8 text (byte {e.start}); convert it first, e.g. "
+            "`iconv -f latin1 -t utf-8`",
+            param="input",
+        ) from e

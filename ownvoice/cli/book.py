@@ -1,0 +1,196 @@
+"""`ownvoice book INPUT -o OUTPUT`: read a long text (.txt, .md, .epub or '-' for stdin) into
+one audio file (mp3, m4b, opus, flac, wav), through a running server (--server URL) or a model
+loaded here (--model). Finished chunks are kept in a work folder (OUTPUT.work by default), so
+running the same command again after a crash, a Ctrl-C or a failed chunk only does what is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "book",
+        help="turn a long text or an EPUB into one audio file",
+        description=__doc__,
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("input", help="a .txt, .md or .epub file, or '-' for stdin")
+    p.add_argument("-o", "--output", required=True, help="output file: .mp3 .m4b .opus .flac .wav")
+    p.add_argument(
+        "--input-format", choices=("txt", "md", "epub"), help="default: from the extension"
+    )
+
+    src = p.add_argument_group("where the speech comes from (one of)")
+    where = src.add_mutually_exclusive_group(required=True)
+    where.add_argument(
+        "--server", metavar="URL", help="an OpenAI-compatible server, e.g. http://127.0.0.1:8000"
+    )
+    where.add_argument("--model", metavar="DIR_OR_ID", help="load a checkpoint in this process")
+    src.add_argument(
+        "--server-model", help="'model' sent to the server (default: its first listed model)"
+    )
+    src.add_argument("--api-key", help="bearer token for the server (default: $OWNVOICE_API_KEY)")
+    src.add_argument(
+        "--timeout", type=float, default=600.0, help="seconds to wait for one chunk from the server"
+    )
+    src.add_argument("--device", default="auto", help="--model only")
+    src.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"))
+
+    v = p.add_argument_group("voice")
+    v.add_argument(
+        "--voice",
+        "--speaker",
+        dest="voice",
+        help="voice name (server) or preset speaker (CustomVoice)",
+    )
+    v.add_argument("--instruct", help="voice description (VoiceDesign) or speaking style")
+    v.add_argument("--ref-audio", help="--model with a Base checkpoint: reference clip to clone")
+    v.add_argument("--ref-text", help="transcript of --ref-audio")
+    v.add_argument(
+        "--x-vector-only", action="store_true", help="clone from the speaker embedding only"
+    )
+    v.add_argument("--language", default="auto", help="language name or ISO code; 'auto' guesses")
+    v.add_argument("--seed", type=int, default=0, help="base seed; chunks derive theirs from it")
+
+    r = p.add_argument_group("rendering")
+    r.add_argument("--chunk-chars", type=int, help="target chunk length (default 200, 100 for CJK)")
+    r.add_argument(
+        "--jobs", type=int, default=2, help="chunks in flight (server); in-process uses 1"
+    )
+    r.add_argument("--retries", type=int, default=4, help="retries per chunk")
+    r.add_argument("--work-dir", help="where finished chunks are kept (default: OUTPUT.work)")
+    r.add_argument("--redo", type=int, action="append", default=[], metavar="N",
+                   help="regenerate chunk N (numbers as in the report/manifest); repeatable")  # fmt: skip
+    r.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+    r.add_argument("--report-json", help="also write the final report as JSON here")
+
+    a = p.add_argument_group("sound")
+    a.add_argument("--target-lufs", type=float, default=-18.0, help="loudness of every chunk")
+    a.add_argument("--peak", type=float, default=-1.0, help="true-peak ceiling, dBTP (ACX: -3)")
+    a.add_argument("--pause-sentence", type=float, default=0.35, help="seconds between chunks")
+    a.add_argument("--pause-paragraph", type=float, default=0.8)
+    a.add_argument("--pause-chapter", type=float, default=2.0)
+    a.add_argument("--head", type=float, default=0.5, help="silence before the first chunk")
+    a.add_argument("--tail", type=float, default=1.0, help="silence after the last chunk")
+
+    o = p.add_argument_group("output")
+    o.add_argument(
+        "--format", choices=("mp3", "m4b", "opus", "flac", "wav"), help="default: from -o"
+    )
+    o.add_argument(
+        "--bitrate", type=int, help="bits per second (default mp3 96000, m4b 64000, opus 32000)"
+    )
+    o.add_argument(
+        "--sample-rate", type=int, help="resample the output, e.g. 44100 (default 24000)"
+    )
+    o.add_argument("--title", help="title tag (default: from the book)")
+    o.add_argument("--author", help="author tag (default: from the book)")
+    o.add_argument("--cover", help="cover image, .jpg or .png (default: the EPUB's)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import logging
+    import os
+
+    from ownvoice.audiobook import BookOptions, Pauses, render_book
+    from ownvoice.errors import InvalidInput
+
+    options = BookOptions(
+        language=args.language,
+        chunk_chars=args.chunk_chars,
+        seed=args.seed,
+        jobs=args.jobs,
+        retries=args.retries,
+        target_lufs=args.target_lufs,
+        peak_dbtp=args.peak,
+        pauses=Pauses(
+            args.pause_sentence, args.pause_paragraph, args.pause_chapter, args.head, args.tail
+        ),
+        format=args.format,
+        bitrate=args.bitrate,
+        sample_rate=args.sample_rate,
+        title=args.title,
+        author=args.author,
+        cover=args.cover,
+    )
+    options.validate()  # before a model is loaded
+    if not getattr(args, "verbose", False):
+        logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per chunk is noise
+    if args.server:
+        if args.ref_audio:
+            raise InvalidInput(
+                "--ref-audio works with --model; with --server, add the voice to the server "
+                "(`ownvoice voices add`) and pass --voice NAME",
+                param="ref_audio",
+            )
+        backend = _server_backend(args, os.environ.get("OWNVOICE_API_KEY"))
+    else:
+        backend = _engine_backend(args)
+    try:
+        report = render_book(
+            args.input,
+            args.output,
+            backend,
+            options,
+            work_dir=args.work_dir,
+            redo=args.redo,
+            input_format=args.input_format,
+            show_progress=not args.no_progress,
+        )
+    finally:
+        backend.close()
+    print(report.text(), file=sys.stderr)
+    if args.report_json:
+        Path(args.report_json).write_text(
+            json.dumps(report.to_dict(), indent=1, ensure_ascii=False)
+        )
+    return 0 if report.complete else 1
+
+
+def _server_backend(args, env_key):
+    from ownvoice.audiobook import ServerBackend
+
+    return ServerBackend(
+        args.server,
+        voice=args.voice,
+        model=args.server_model,
+        instructions=args.instruct,
+        timeout=args.timeout,
+        api_key=args.api_key or env_key,
+    )
+
+
+def _engine_backend(args, engine=None):
+    """An EngineBackend for --model; `engine` = one already loaded from args.model."""
+    from ownvoice.audiobook import EngineBackend
+    from ownvoice.errors import InvalidInput
+
+    if engine is None:
+        from ownvoice.engine.engine import Engine
+
+        engine = Engine.load(args.model, device=args.device, dtype=args.dtype)
+    voice, voice_id = args.voice, args.voice
+    if args.ref_audio:
+        if not Path(args.ref_audio).is_file():
+            raise InvalidInput(f"--ref-audio {args.ref_audio!r} does not exist", param="ref_audio")
+        voice = engine.make_voice(
+            args.ref_audio, ref_text=args.ref_text, x_vector_only=args.x_vector_only
+        )
+        clip = hashlib.sha256(Path(args.ref_audio).read_bytes()).hexdigest()[:16]
+        voice_id = f"clone:{clip}:{args.ref_text or ''}:{args.x_vector_only}"
+    elif engine.model_type == "custom_voice" and not voice:
+        raise InvalidInput(
+            f"--voice is required for this CustomVoice model; speakers: {', '.join(engine.supported_speakers)}",
+            param="voice",
+        )
+    model_id = str(Path(args.model).resolve()) if Path(args.model).exists() else args.model
+    return EngineBackend(
+        engine, model_id=model_id, voice=voice, voice_id=voice_id, instruct=args.instruct
+    )

@@ -1,0 +1,138 @@
+"""Sentence splitting and chunking: what the server and the audiobook rely on."""
+
+import pytest
+
+from ownvoice.errors import InvalidInput
+from ownvoice.textsplit import (
+    TextChunk,
+    chunk_paragraphs,
+    chunk_text,
+    hard_split,
+    language_code,
+    split_paragraphs,
+    split_sentences,
+)
+
+
+def _letters(text: str) -> str:
+    return "".join(text.split())
+
+
+def test_english_keeps_abbreviations_and_numbers():
+    text = "Dr. Smith paid $3.50 at 5 p.m. on Jan. 5th, 2024. He left! Did he? Yes."
+    got = split_sentences(text, "english")
+    assert got == [
+        "Dr. Smith paid $3.50 at 5 p.m. on Jan. 5th, 2024.",
+        "He left!",
+        "Did he?",
+        "Yes.",
+    ]
+
+
+def test_german_keeps_ordinal_dates_and_abbreviations():
+    text = "Dr. Müller kam am 3. Mai um 14 Uhr. Er brachte z.B. Kuchen mit. Alle freuten sich."
+    got = split_sentences(text, "german")
+    assert got == [
+        "Dr. Müller kam am 3. Mai um 14 Uhr.",
+        "Er brachte z.B. Kuchen mit.",
+        "Alle freuten sich.",
+    ]
+
+
+def test_chinese_splits_on_full_width_punctuation_without_spaces():
+    got = split_sentences("今天天气很好。我们去公园吧！你想去吗？好的", "chinese")
+    assert got == ["今天天气很好。", "我们去公园吧！", "你想去吗？", "好的"]
+
+
+def test_japanese_splits_with_auto_language():
+    got = split_sentences("今日はいい天気です。公園に行きましょう！行きたいですか？", "auto")
+    assert got == ["今日はいい天気です。", "公園に行きましょう！", "行きたいですか？"]
+
+
+@pytest.mark.parametrize(
+    "language, text, code",
+    [
+        ("english", "", "en"),
+        ("German", "", "de"),
+        ("pt-BR", "", "pt"),
+        ("auto", "今日はいい天気です", "ja"),
+        (None, "今天天气很好", "zh"),
+        ("auto", "안녕하세요", "ko"),
+        ("auto", "Привет, мир", "ru"),
+        ("auto", "Hello there", "en"),
+    ],
+)
+def test_language_names_codes_and_guessing(language, text, code):
+    assert language_code(language, text) == code
+
+
+def test_unknown_language_name_is_a_clear_error():
+    with pytest.raises(InvalidInput, match="language must be"):
+        language_code("klingonese")
+
+
+def test_chunks_merge_sentences_up_to_the_limit():
+    sentences = [f"Sentence number {i} is here." for i in range(20)]  # 26-27 chars each
+    chunks = chunk_text(" ".join(sentences), max_chars=100)
+    assert all(len(c) <= 100 for c in chunks), [len(c) for c in chunks]
+    assert len(chunks) < len(sentences)
+    # nothing lost, nothing split inside a sentence
+    assert " ".join(chunks) == " ".join(sentences)
+    for chunk in chunks:
+        assert chunk.endswith("here.")
+
+
+def test_a_sentence_is_only_split_when_it_alone_is_too_long():
+    long = (
+        "This sentence is long, with clauses that go on, and on; it keeps going: "
+        + "word " * 60
+        + "end."
+    )
+    text = "Short one. " + long + " Short two."
+    chunks = chunk_text(text, max_chars=80)
+    assert all(len(c) <= 80 for c in chunks), [len(c) for c in chunks]
+    assert _letters("".join(chunks)) == _letters(text)
+    # the first cut is at clause punctuation, not in the middle of a clause
+    assert any(c.endswith("on,") or c.endswith("going:") or c.endswith("on;") for c in chunks)
+
+
+def test_hard_split_without_spaces_cuts_cjk_at_the_limit():
+    text = "あ" * 130
+    pieces = hard_split(text, 50)
+    assert [len(p) for p in pieces] == [50, 50, 30]
+
+
+def test_cjk_chunks_are_joined_without_spaces():
+    text = "今天天气很好。我们去公园吧！你想去吗？"
+    assert chunk_text(text, max_chars=100, language="chinese") == [text]
+
+
+def test_paragraph_chunks_do_not_cross_paragraphs_and_mark_the_break():
+    text = "One. Two.\nThree wrapped\nline.\n\nFour.\n\n* * *\n\nFive is alone."
+    chunks = chunk_paragraphs(text, max_chars=15)
+    assert chunks == [
+        TextChunk("One. Two.", "sentence"),
+        TextChunk("Three wrapped", "sentence"),  # one 19-char sentence: cut between words
+        TextChunk("line.", "paragraph"),
+        TextChunk("Four.", "paragraph"),
+        TextChunk("Five is alone.", "paragraph"),
+    ]
+    assert all("*" not in c.text for c in chunks)  # the scene break says nothing
+
+
+def test_paragraph_chunks_merge_within_a_paragraph():
+    chunks = chunk_paragraphs("One. Two. Three.\n\nFour.", max_chars=100)
+    assert chunks == [TextChunk("One. Two. Three.", "paragraph"), TextChunk("Four.", "paragraph")]
+
+
+def test_hard_wrapped_lines_are_joined():
+    assert split_paragraphs("a line\nwrapped\r\n\r\n第一行\n第二行") == [
+        "a line wrapped",
+        "第一行第二行",
+    ]
+
+
+@pytest.mark.parametrize("bad", [0, -5, 2.5])
+def test_bad_limit_is_rejected(bad):
+    with pytest.raises(InvalidInput, match="max_chars"):
+        chunk_text("Hello.", max_chars=bad)
