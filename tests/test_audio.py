@@ -1,0 +1,162 @@
+"""Reading reference audio, resampling like upstream, and writing 16-bit PCM."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from ownvoice.audio import float_to_int16, load_audio, resample, to_pcm16, write_wav
+from ownvoice.errors import AudioError
+
+SR = 24000
+
+
+def _tone(n: int = SR, sr: int = SR, freq: float = 440.0, amp: float = 0.5) -> np.ndarray:
+    return (amp * np.sin(2 * np.pi * freq * np.arange(n) / sr)).astype(np.float32)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "subtype", "ext", "lossless"),
+    [
+        ("WAV", "PCM_16", "wav", True),
+        ("WAV", "FLOAT", "wav", True),
+        ("FLAC", "PCM_16", "flac", True),
+        ("OGG", "VORBIS", "ogg", False),
+        ("MP3", "MPEG_LAYER_III", "mp3", False),
+    ],
+)
+def test_load_accepted_formats(tmp_path, fmt, subtype, ext, lossless):
+    x = _tone()
+    path = tmp_path / f"ref.{ext}"
+    sf.write(path, x, SR, format=fmt, subtype=subtype)
+    y, sr = load_audio(path)
+    assert sr == SR and y.dtype == np.float32 and y.ndim == 1
+    if lossless:
+        assert y.shape == x.shape and np.abs(y - x).max() <= 1 / 32768 + 1e-7
+    else:
+        # lossy codecs add delay and padding; the tone must survive at the same loudness
+        assert abs(len(y) - len(x)) < 0.1 * SR, len(y)
+        rms_in, rms_out = np.sqrt(np.mean(x**2)), np.sqrt(np.mean(y**2))
+        assert abs(rms_out / rms_in - 1) < 0.2, (rms_in, rms_out)
+
+
+def test_str_path_bytes_and_path_agree(tmp_path):
+    path = tmp_path / "ref.flac"
+    sf.write(path, _tone(), SR, format="FLAC")
+    a, _ = load_audio(path)
+    b, _ = load_audio(str(path))
+    c, sr = load_audio(path.read_bytes())
+    d, _ = load_audio(bytearray(path.read_bytes()))
+    assert sr == SR
+    for other in (b, c, d):
+        np.testing.assert_array_equal(a, other)
+
+
+def test_stereo_is_downmixed_by_the_mean(tmp_path):
+    left, right = _tone(freq=300), _tone(freq=500, amp=0.25)
+    path = tmp_path / "stereo.wav"
+    sf.write(path, np.stack([left, right], axis=1), SR, subtype="FLOAT")
+    y, _ = load_audio(path)
+    np.testing.assert_allclose(y, (left + right) / 2, atol=1e-7)
+    y2, _ = load_audio((np.stack([left, right], axis=1), SR))
+    np.testing.assert_allclose(y2, (left + right) / 2, atol=1e-7)
+
+
+def test_array_tuple_input():
+    x = _tone(1000).astype(np.float64)
+    y, sr = load_audio((x, 16000))
+    assert sr == 16000 and y.dtype == np.float32
+    np.testing.assert_allclose(y, x, atol=1e-7)
+    pcm = np.array([0, 16384, -32768], dtype=np.int16)
+    y, _ = load_audio((pcm, 8000))
+    np.testing.assert_allclose(y, [0.0, 0.5, -1.0])
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda p: p.write_text("this is not audio\n"), "could not be decoded.*accepted formats"),
+        (lambda p: p.write_bytes(b""), "could not be decoded.*accepted formats"),
+        (lambda p: sf.write(p, np.zeros(0, np.float32), SR, format="WAV"), "no samples"),
+        (lambda p: sf.write(p, _tone(), SR, format="AIFF"), "AIFF.*accepted formats"),
+    ],
+    ids=["text", "empty-file", "zero-length-wav", "aiff"],
+)
+def test_rejected_files(tmp_path, make, match):
+    path = tmp_path / "upload.bin"
+    make(path)
+    with pytest.raises(AudioError, match=match) as err:
+        load_audio(path)
+    assert "wav, flac, ogg" in str(err.value) or "no samples" in str(err.value)
+    if path.stat().st_size:
+        with pytest.raises(AudioError):
+            load_audio(path.read_bytes())
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(AudioError, match="does not exist"):
+        load_audio(tmp_path / "nope.wav")
+
+
+@pytest.mark.parametrize(
+    ("source", "match"),
+    [
+        ((np.array([0.1, np.nan], np.float32), SR), "NaN or infinite"),
+        ((np.array([0.1, np.inf], np.float32), SR), "NaN or infinite"),
+        ((np.zeros(0, np.float32), SR), "no samples"),
+        ((np.zeros(10, np.float32), 0), "sample_rate"),
+        ((np.zeros(10, np.float32), 24000.0), "sample_rate"),
+        ((np.zeros(10, np.float32),), r"\(samples: np.ndarray, sample_rate: int\)"),
+        (([0.1, 0.2], SR), r"\(samples: np.ndarray, sample_rate: int\)"),
+        ((np.zeros((2, 1000), np.float32), SR), r"\(channels, N\)"),
+        ((np.zeros((2, 2, 2), np.float32), SR), "shape"),
+        (12345, "not supported"),
+    ],
+)
+def test_rejected_arrays_and_types(source, match):
+    with pytest.raises(AudioError, match=match):
+        load_audio(source)
+
+
+@pytest.mark.parametrize("sr_in", [16000, 22050, 44100, 48000])
+@pytest.mark.parametrize("n", [1, 999, 12345, 44101])
+def test_resample_equals_librosa(sr_in, n):
+    librosa = pytest.importorskip("librosa")
+    rng = np.random.default_rng(n + sr_in)
+    x = (0.3 * rng.standard_normal(n)).astype(np.float32)
+    ours = resample(x, sr_in, SR)
+    theirs = librosa.resample(x, orig_sr=sr_in, target_sr=SR)  # upstream's call (soxr_hq)
+    assert ours.shape == theirs.shape and ours.dtype == np.float32
+    assert np.abs(ours - theirs).max() <= 1e-6
+
+
+def test_resample_same_rate_is_identity():
+    x = _tone(100)
+    np.testing.assert_array_equal(resample(x, SR, SR), x)
+
+
+def test_pcm16_clips_and_is_little_endian():
+    x = np.array([0.0, 0.5, -0.5, 1.0, -1.0, 2.0, -3.0], np.float32)
+    raw = to_pcm16(x)
+    assert len(raw) == 2 * len(x)
+    ints = np.frombuffer(raw, dtype="<i2")
+    np.testing.assert_array_equal(ints, [0, 16384, -16384, 32767, -32767, 32767, -32767])
+    np.testing.assert_array_equal(float_to_int16(x), ints)
+
+
+def test_write_wav_round_trip(tmp_path):
+    x = _tone(2400)
+    buf = io.BytesIO()
+    write_wav(buf, x)
+    buf.seek(0)
+    info = sf.info(buf)
+    assert (info.format, info.subtype, info.channels, info.samplerate) == ("WAV", "PCM_16", 1, SR)
+    buf.seek(0)
+    y, _ = sf.read(buf, dtype="int16")
+    np.testing.assert_array_equal(y, float_to_int16(x))
+    write_wav(tmp_path / "out.wav", x, sample_rate=16000)
+    z, sr = load_audio(tmp_path / "out.wav")
+    assert sr == 16000 and np.abs(z - x).max() < 1 / 16384
