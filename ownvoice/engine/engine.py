@@ -166,7 +166,10 @@ class Engine:
         generator = None
         if options.seed is not None:
             generator = torch.Generator(m.device).manual_seed(options.seed)
-        frames = eager_frames(m.model.talker, prompt, req.sampling, req.max_frames, generator, should_stop)
+        if m.fast is not None:
+            frames = m.fast.frames(prompt, req.sampling, req.max_frames, generator, should_stop)
+        else:
+            frames = eager_frames(m.model.talker, prompt, req.sampling, req.max_frames, generator, should_stop)
         decoder = m.new_stream_decoder(req.cond.ref_codes)
         pending: list[torch.Tensor] = []
         index, start = 0, 0

@@ -45,6 +45,7 @@ class LoadedModel:
     default_max_frames: int
     decode_window_frames: int | None
     fingerprint: str  # identifies the speaker encoder + codec a VoicePrompt was made with
+    fast: object | None = None  # FastDecoder when EngineConfig.fast
 
     def new_stream_decoder(self, ref_codes: torch.Tensor | None) -> Callable[[torch.Tensor], np.ndarray]:
         """A fresh incremental decoder: (n, 16) codes -> (n * 1920,) float32 samples.
@@ -110,6 +111,11 @@ def load_model(path_or_id: str, config: EngineConfig) -> LoadedModel:
     model.eval()
     codec = load_codec(folder / "speech_tokenizer", device, dtype, with_encoder=cfg.model_type == "base")
     gen = read_json(folder / "generation_config.json")
+    fast = None
+    if config.fast:
+        from ownvoice.engine.fast.decoder import FastDecoder
+
+        fast = FastDecoder(model.talker, use_cuda_graphs=config.use_cuda_graphs)
     return LoadedModel(
         source=path_or_id,
         folder=folder,
@@ -123,6 +129,7 @@ def load_model(path_or_id: str, config: EngineConfig) -> LoadedModel:
         default_max_frames=max(1, int(gen.get("max_new_tokens", 2048)) - 1),
         decode_window_frames=config.decode_window_frames,
         fingerprint=_fingerprint(cfg, model),
+        fast=fast,
     )
 
 

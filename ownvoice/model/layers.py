@@ -189,8 +189,10 @@ class DecoderStack(nn.Module):
         positions: torch.Tensor,
         cache: KVCache | None = None,
         mask: torch.Tensor | None = None,
+        rope: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        cos, sin = rope_cos_sin(positions, self.inv_freq, x.dtype)
+        """`rope` = precomputed (cos, sin) for `positions`; computed here when None."""
+        cos, sin = rope if rope is not None else rope_cos_sin(positions, self.inv_freq, x.dtype)
         for i, layer in enumerate(self.layers):
             x = layer(x, cos, sin, cache, i, mask)
         return self.norm(x)
