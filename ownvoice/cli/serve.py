@@ -1,0 +1,107 @@
+"""`ownvoice serve`: run the OpenAI-compatible speech server.
+
+    ownvoice serve                                   # Qwen3-TTS 0.6B CustomVoice on 127.0.0.1:8880
+    ownvoice serve --config config.yaml              # models, roles, limits (config.example.yaml)
+    ownvoice serve --model ./my-checkpoint --port 9000
+    ownvoice serve --model ./cv-ckpt --model ./base-ckpt   # roles chosen by each checkpoint's type
+
+Environment variables OWNVOICE_<KEY> (nested with __, e.g. OWNVOICE_SERVER__API_KEY) override
+the config file; command-line flags override both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="run the OpenAI-compatible speech server",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--config", help="YAML config file (see config.example.yaml)")
+    p.add_argument(
+        "--model",
+        action="append",
+        metavar="PATH_OR_ID",
+        help="serve this checkpoint folder or hub id instead of the config's models (repeatable)",
+    )
+    p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default 8880)")
+    p.add_argument("--device", help="auto, cpu, cuda, cuda:N")
+    p.add_argument("--voices-dir", help="voice library folder (default ./voices)")
+    p.add_argument("--lazy", action="store_true", help="load models on first use")
+    p.set_defaults(func=run)
+
+
+def build_settings(args: argparse.Namespace):
+    """The config file + environment, with the command line's flags on top."""
+    from ownvoice.server.settings import ModelEntry, Roles, load_settings
+
+    settings = load_settings(args.config)
+    server = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
+    update: dict = {}
+    if server:
+        update["server"] = settings.server.model_copy(update=server)
+    if args.model:
+        update["models"] = {_model_name(m): ModelEntry(source=m) for m in args.model}
+        update["roles"] = Roles()  # each role goes to the only model of its type
+    if args.device:
+        update["device"] = args.device
+    if args.voices_dir:
+        update["voices_dir"] = Path(args.voices_dir)
+    if args.lazy:
+        update["lazy_load"] = True
+    # flags must win over the environment, so they are applied after validation, then checked
+    return settings.model_copy(update=update).check_roles()
+
+
+def _model_name(source: str) -> str:
+    return Path(source.rstrip("/")).name or source
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+
+        from ownvoice.server import create_app
+    except ImportError as e:
+        print(
+            f"ownvoice serve needs the server extra ({e}): pip install 'ownvoice[server]'",
+            file=sys.stderr,
+        )
+        return 1
+
+    settings = build_settings(args)
+    app = create_app(settings)
+    config = uvicorn.Config(
+        app,
+        host=settings.server.host,
+        port=settings.server.port,
+        access_log=False,  # the server logs one line per speech request itself
+        log_config=None,  # keep the CLI's logging set-up
+        timeout_graceful_shutdown=30,
+    )
+    server = uvicorn.Server(config)
+    fatal: list[BaseException] = []
+
+    def stop(exc: BaseException) -> None:
+        fatal.append(exc)
+        server.should_exit = True
+
+    app.state.on_fatal = stop
+    # uvicorn drains, then re-raises the signal that stopped it: after a clean drain, exit 0
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    if fatal:
+        print(f"ownvoice serve: error: {fatal[0]}", file=sys.stderr)
+        return 1
+    return 0 if server.started else 1

@@ -1,0 +1,132 @@
+"""The application factory: `create_app(settings, engines=...)` builds a ready-to-serve FastAPI app.
+
+    app = create_app(load_settings("config.yaml"))          # loads the configured models
+    app = create_app(settings, engines={"cv": my_engine})   # tests: engines already made
+
+At start the environment check (ownvoice.doctor, when installed) runs and is logged; with
+`require_gpu: true` and no usable GPU the server refuses to start. Models then load and warm up
+in the background on their own threads, so /health answers at once and /ready turns 200 when
+they are warm. A model that fails to load calls `app.state.on_fatal(exc)` (the CLI stops the
+server with an error) and marks /health unhealthy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+
+from fastapi import FastAPI
+
+from ownvoice import __version__
+from ownvoice.errors import ModelLoadError
+from ownvoice.server.auth import BodyLimit
+from ownvoice.server.errors import install_error_handlers
+from ownvoice.server.metrics import ServerMetrics
+from ownvoice.server.pool import EnginePool
+from ownvoice.server.routes import health, models, speech, voices
+from ownvoice.server.settings import ServerSettings, load_settings
+from ownvoice.server.speech import SpeechPlanner
+from ownvoice.server.streaming import SpeechResponder
+from ownvoice.server.voicemap import VoiceMap
+from ownvoice.server.worker import Admission
+from ownvoice.voices import VoiceLibrary
+
+log = logging.getLogger("ownvoice.server")
+
+
+def create_app(
+    settings: ServerSettings | None = None,
+    engines: dict | None = None,
+    run_doctor: bool | None = None,
+) -> FastAPI:
+    """Build the app. `engines` (name -> engine) skips loading those models; `run_doctor`
+    defaults to True unless engines are given."""
+    settings = settings if settings is not None else load_settings(None)
+    metrics = ServerMetrics()
+    pool = EnginePool(settings, engines)
+    library = VoiceLibrary(settings.voices_dir)
+    voicemap = VoiceMap(pool, library, settings.voice_aliases)
+    admission = Admission(settings.limits.concurrency, settings.limits.queue_size, metrics)
+    doctor = run_doctor if run_doctor is not None else engines is None
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        _warn_about_exposure(settings, app)
+        if doctor:
+            await asyncio.to_thread(_check_environment, settings, app)
+        loading = asyncio.create_task(_load(app))
+        try:
+            yield
+        finally:
+            loading.cancel()
+            pool.close()
+
+    app = FastAPI(title="ownvoice", version=__version__, lifespan=lifespan)
+    app.state.settings = settings
+    app.state.metrics = metrics
+    app.state.pool = pool
+    app.state.library = library
+    app.state.voicemap = voicemap
+    app.state.admission = admission
+    app.state.planner = SpeechPlanner(settings, pool, voicemap, library)
+    app.state.responder = SpeechResponder(settings, pool, library, admission, metrics)
+    app.state.warnings = []
+    app.state.on_fatal = None  # set by the CLI: stop serving when a model cannot load
+    install_error_handlers(app)
+    app.add_middleware(BodyLimit, max_bytes=int(settings.limits.max_upload_mb * 2**20))
+    for module in (speech, voices, models, health):
+        if hasattr(module, "public"):
+            app.include_router(module.public)
+        app.include_router(module.router)
+    return app
+
+
+async def _load(app: FastAPI) -> None:
+    settings, pool = app.state.settings, app.state.pool
+    try:
+        await pool.start()
+        if settings.require_gpu and not settings.lazy_load:
+            on_cpu = [
+                n for n, w in pool.workers.items() if not str(w.engine.device).startswith("cuda")
+            ]
+            if on_cpu:
+                raise ModelLoadError(
+                    f"require_gpu is set but {', '.join(on_cpu)} runs on the CPU; "
+                    "check the GPU with `ownvoice doctor`"
+                )
+    except Exception as e:
+        log.error("start-up failed: %s", e)
+        app.state.warnings.append(f"start-up failed: {e}")
+        if app.state.on_fatal is not None:
+            app.state.on_fatal(e)
+
+
+def _check_environment(settings: ServerSettings, app: FastAPI) -> None:
+    """ownvoice.doctor's start-up check: logs its findings, raises ModelLoadError when
+    require_gpu is set and no GPU is usable; a GPU expected but unusable becomes a warning."""
+    try:
+        from ownvoice.doctor import check_at_start
+    except ImportError:  # the doctor is optional; the server works without it
+        return
+    report = check_at_start(settings, logger=log)
+    if report.expect_gpu and not report.gpu_usable:
+        app.state.warnings.append(f"a GPU was expected but is not usable: {report.verdict}")
+
+
+def _warn_about_exposure(settings: ServerSettings, app: FastAPI) -> None:
+    host = settings.server.host
+    auth = "with an API key" if settings.server.api_key else "without an API key"
+    log.info("serving on %s:%d %s", host, settings.server.port, auth)
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback and settings.server.api_key is None:
+        message = (
+            f"listening on {host} without an API key: anyone who can reach this port can use "
+            "the server and change the voice library; set server.api_key"
+        )
+        app.state.warnings.append(message)
+        log.warning("!!! %s !!!", message)

@@ -1,0 +1,70 @@
+"""Optional API key (Bearer) and the request-body size limit.
+
+With `server.api_key` set, every route except the discovery and health ones needs
+`Authorization: Bearer <key>`; Open WebUI calls GET /v1/audio/models and /v1/audio/voices
+without a key, so those stay open. The body limit is checked from Content-Length before
+anything is parsed, and by counting bytes for bodies sent without one.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+
+from fastapi import Request
+from starlette.exceptions import HTTPException
+
+from ownvoice.server.errors import Unauthorized, error_body
+
+
+def require_api_key(request: Request) -> None:
+    """FastAPI dependency: raises Unauthorized (401) unless the Bearer key matches."""
+    key = request.app.state.settings.server.api_key
+    if key is None:
+        return
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    expected = key.get_secret_value().encode()
+    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), expected):
+        raise Unauthorized(
+            "missing or wrong API key; send the header `Authorization: Bearer <key>`"
+        )
+
+
+class BodyLimit:
+    """ASGI middleware: answer 413 for request bodies over `max_bytes`."""
+
+    def __init__(self, app, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        limit = self.max_bytes
+        message = f"request body is larger than {limit / 2**20:g} MB (limits.max_upload_mb)"
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > limit:
+            body = json.dumps(
+                error_body(message, "invalid_request_error", None, "payload_too_large")
+            )
+            await send({
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [(b"content-type", b"application/json"), (b"connection", b"close")],
+            })  # fmt: skip
+            await send({"type": "http.response.body", "body": body.encode()})
+            return
+        received = 0
+
+        async def limited_receive():
+            nonlocal received
+            msg = await receive()
+            if msg["type"] == "http.request":
+                received += len(msg.get("body", b""))
+                if received > limit:
+                    # FastAPI re-raises HTTPException from body parsing; the handler
+                    # turns it into the envelope
+                    raise HTTPException(413, message)
+            return msg
+
+        await self.app(scope, limited_receive, send)

@@ -1,0 +1,167 @@
+"""One error envelope for every failure: {"error": {"message", "type", "param", "code"}}.
+
+Routes raise ownvoice errors (or the server-only ones below) and never build responses for
+errors themselves; `install_error_handlers` maps each exception class to a status and an OpenAI
+error type. FastAPI's 422 validation errors become 400s in the same envelope, without echoing
+the request's values back (the input text stays private).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ownvoice.errors import (
+    EngineBusy,
+    InvalidInput,
+    ModelLoadError,
+    OwnvoiceError,
+    VoiceNotFound,
+)
+
+log = logging.getLogger("ownvoice.server")
+
+
+class ModelNotFound(InvalidInput):
+    status = 404
+    code = "model_not_found"
+
+
+class PayloadTooLarge(InvalidInput):
+    status = 413
+    code = "payload_too_large"
+
+
+class Unauthorized(OwnvoiceError):
+    status = 401
+    type = "authentication_error"
+    code = "invalid_api_key"
+
+
+class QueueTimeout(OwnvoiceError):
+    status = 503
+    type = "server_error"
+    code = "queue_timeout"
+
+
+class QueueFull(EngineBusy):
+    """EngineBusy with the number of seconds after which a retry is likely to be admitted."""
+
+    def __init__(self, message: str, retry_after: float):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class InsufficientResources(OwnvoiceError):
+    """Out of GPU memory for one request: not fatal, the next request may fit."""
+
+    status = 503
+    type = "server_error"
+    code = "insufficient_resources"
+
+    def __init__(self, message: str = "out of GPU memory for this request; retry, or send "
+                 "shorter input"):  # fmt: skip
+        super().__init__(message)
+
+
+class ServiceUnavailable(OwnvoiceError):
+    status = 503
+    type = "server_error"
+    code = "model_unavailable"
+
+
+# exception class -> (HTTP status, OpenAI error type, default code); most specific first
+_MAP: list[tuple[type[Exception], int, str, str | None]] = [
+    (EngineBusy, 429, "rate_limit_error", "queue_full"),
+    (VoiceNotFound, 404, "invalid_request_error", "voice_not_found"),
+    (InvalidInput, 400, "invalid_request_error", None),
+    (ModelLoadError, 503, "server_error", "model_unavailable"),
+    (OwnvoiceError, 500, "server_error", None),
+]
+
+
+def error_body(message: str, type_: str, param: str | None = None, code: str | None = None) -> dict:
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """torch.OutOfMemoryError (CUDA/ROCm), recognised without importing torch."""
+    return type(exc).__name__ == "OutOfMemoryError"
+
+
+def error_response(exc: Exception) -> JSONResponse:
+    """The envelope (and headers) for an exception raised while handling a request."""
+    if is_out_of_memory(exc):
+        exc = InsufficientResources()
+    status, type_, code = 500, "server_error", None
+    for cls, s, t, c in _MAP:
+        if isinstance(exc, cls):
+            status, type_, code = s, t, c
+            break
+    status = getattr(exc, "status", status)
+    type_ = getattr(exc, "type", type_)
+    code = getattr(exc, "code", None) or code
+    message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    headers = {}
+    if isinstance(exc, QueueFull):
+        headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
+        headers["x-should-retry"] = "true"
+    if isinstance(exc, InsufficientResources):
+        headers["Retry-After"] = "1"
+    if isinstance(exc, Unauthorized):
+        headers["WWW-Authenticate"] = "Bearer"
+    body = error_body(message, type_, getattr(exc, "param", None), code)
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
+    errors = exc.errors()
+    if not errors:
+        return "invalid request", None
+    first = errors[0]
+    loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path", "form")]
+    # a field inside a union (voice: str | {"id"}) reports its variant name; keep the field
+    param = loc[0] if loc else None
+    if first.get("type") == "json_invalid":
+        return "the request body is not valid JSON", None
+    where = ".".join(loc) or "request body"
+    # the message only; pydantic's `input` (the value sent) is never echoed
+    message = f"{where}: {first.get('msg', 'invalid value')}"
+    if len(errors) > 1:
+        message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+    return message, param
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(OwnvoiceError)
+    async def _ownvoice(request: Request, exc: OwnvoiceError) -> JSONResponse:
+        return error_response(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        message, param = _validation_message(exc)
+        return JSONResponse(error_body(message, "invalid_request_error", param), status_code=400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        type_ = "invalid_request_error" if exc.status_code < 500 else "server_error"
+        code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(
+            exc.status_code
+        )
+        return JSONResponse(
+            error_body(str(exc.detail), type_, None, code),
+            status_code=exc.status_code,
+            headers=getattr(exc, "headers", None),
+        )
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        return JSONResponse(
+            error_body(f"internal error: {type(exc).__name__}", "server_error"), status_code=500
+        )

@@ -1,0 +1,170 @@
+"""The configured models: one EngineWorker each, the roles they serve, their start-up and health.
+
+Roles (presets, design, clone) come from the config, or from the only model of the right type;
+never from the order of entries. Models load and warm up at start (or on first use with
+`lazy_load`); the log says `Model <name> ready on <device>` and names the GPU, and says loudly
+when the engine runs on the CPU although a GPU was asked for or expected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+
+from ownvoice.errors import InvalidInput, ModelLoadError
+from ownvoice.server.settings import (
+    ROLE_TYPES,
+    ServerSettings,
+    model_type_hint,
+    resolve_roles,
+)
+from ownvoice.server.worker import EngineWorker
+
+log = logging.getLogger("ownvoice.server")
+
+ROLE_HELP = {
+    "presets": "preset speakers need a CustomVoice model; set roles.presets",
+    "design": "voice design needs a VoiceDesign model; set roles.design",
+    "clone": "cloned voices need a Base model; set roles.clone",
+}
+
+
+class EnginePool:
+    def __init__(self, settings: ServerSettings, engines: dict | None = None):
+        self.settings = settings
+        self.gate = threading.BoundedSemaphore(settings.limits.concurrency)
+        self.workers: dict[str, EngineWorker] = {}
+        self.sources: dict[str, str] = {}
+        self.warnings: list[str] = []
+        engines = dict(engines or {})
+        types: dict[str, str | None] = {}
+        for name, entry in settings.models.items():
+            given = engines.pop(name, None)
+            self.sources[name] = entry.source
+            self.workers[name] = EngineWorker(
+                name,
+                loader=lambda source=entry.source: _load_engine(source, settings),
+                engine=given,
+                keepalive_s=settings.gpu_keepalive_interval_s,
+            )
+            types[name] = given.model_type if given is not None else model_type_hint(entry)
+        for name, given in engines.items():  # engines handed in without a config entry (tests)
+            self.sources[name] = f"<{type(given).__name__}>"
+            self.workers[name] = EngineWorker(name, loader=None, engine=given)
+            types[name] = given.model_type
+        self.types = types
+        self.roles = resolve_roles(settings, types)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start every thread; unless lazy, load and warm every model (raises ModelLoadError)."""
+        load_now = not self.settings.lazy_load
+        futures = {name: w.start(load_now) for name, w in self.workers.items()}
+        for name, future in futures.items():
+            try:
+                await asyncio.wrap_future(future)
+            except Exception as e:
+                raise ModelLoadError(
+                    f"model {name!r} ({self.sources[name]}) failed to load: {e}"
+                ) from e
+            if load_now:
+                self._on_ready(name)
+        if load_now:
+            self.types = {n: w.engine.model_type for n, w in self.workers.items()}
+            self.roles = resolve_roles(self.settings, self.types)  # checked against real types
+            log.info(
+                "roles: %s",
+                ", ".join(f"{r}={m}" for r, m in self.roles.items()) or "none",
+            )
+
+    def close(self) -> None:
+        for w in self.workers.values():
+            w.stop()
+
+    def _on_ready(self, name: str) -> None:
+        worker = self.workers[name]
+        engine = worker.engine
+        device = str(getattr(engine, "device", "?"))
+        gpu = gpu_name(device)
+        where = f"{device} ({gpu})" if gpu else device
+        log.info(
+            "Model %s ready on %s [%s, %s, warm-up %.1f s]",
+            name, where, engine.model_type, getattr(engine, "dtype", "?"),
+            worker.warmup_seconds or 0.0,
+        )  # fmt: skip
+        if device.startswith("cpu") and self.settings.device != "cpu":
+            message = (
+                f"model {name} runs on the CPU (device: {self.settings.device}); speech will be "
+                "much slower than real time. Install a CUDA/ROCm build of torch, or set "
+                "`device: cpu` to silence this warning"
+            )
+            self.warnings.append(message)
+            log.warning("!!! %s !!!", message)
+
+    # -- lookups ------------------------------------------------------------------------------
+
+    def for_role(self, role: str, param: str = "voice") -> EngineWorker:
+        name = self.roles.get(role)
+        if name is None:
+            raise InvalidInput(f"this server has no {role} model: {ROLE_HELP[role]}", param=param)
+        return self.workers[name]
+
+    def find_model(self, model: str) -> EngineWorker | None:
+        """A worker by model name or by its source (hub id / folder), case-insensitively."""
+        for name, w in self.workers.items():
+            if model.lower() in (name.lower(), self.sources[name].lower()):
+                return w
+        return None
+
+    def role_of(self, worker: EngineWorker) -> str | None:
+        for role, name in self.roles.items():
+            if name == worker.name:
+                return role
+        kind = self.types.get(worker.name)
+        return next((r for r, k in ROLE_TYPES.items() if k == kind), None)
+
+    def model_key(self, worker: EngineWorker) -> str:
+        """What identifies the model to the voice-prompt cache."""
+        fingerprint = getattr(worker.engine, "model_fingerprint", None)
+        return fingerprint or f"{worker.name}:{self.sources[worker.name]}"
+
+    @property
+    def ready(self) -> bool:
+        lazy_ok = ("not loaded", "loaded") if self.settings.lazy_load else ()
+        return all(w.ready or w.state in lazy_ok for w in self.workers.values())
+
+    def status(self) -> dict:
+        out = {}
+        for name, w in self.workers.items():
+            e = w.engine
+            out[name] = {
+                "state": w.state,
+                "type": self.types.get(name),
+                "source": self.sources[name],
+                "roles": [r for r, m in self.roles.items() if m == name],
+                "device": str(getattr(e, "device", "")) or None,
+                "dtype": str(getattr(e, "dtype", "")) or None,
+                "gpu": gpu_name(str(getattr(e, "device", ""))),
+            }
+            if w.error is not None:
+                out[name]["error"] = str(w.error)
+        return out
+
+
+def _load_engine(source: str, settings: ServerSettings):
+    from ownvoice.engine.engine import Engine
+
+    return Engine.load(source, config=settings.engine_config())
+
+
+def gpu_name(device: str) -> str | None:
+    if not device.startswith("cuda"):
+        return None
+    try:
+        import torch
+
+        return torch.cuda.get_device_name(torch.device(device))
+    except Exception:
+        return None

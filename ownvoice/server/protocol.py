@@ -1,0 +1,141 @@
+"""Wire types of the HTTP API: OpenAI's speech request plus ownvoice's Qwen3-TTS extensions.
+
+Field order and names follow the OpenAI API reference (audio/createSpeech); extensions follow
+vLLM-Omni's names where they exist (language, x_vector_only_mode, max_new_tokens). Unknown
+fields are accepted and ignored (clients pass extras through `extra_body`); they are logged at
+debug level. pydantic lives here and in the routes, nowhere else.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+
+ResponseFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]
+StreamFormat = Literal["audio", "sse"]
+
+
+class OpenAIBaseModel(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class VoiceRef(OpenAIBaseModel):
+    """A custom voice by id, as in OpenAI's `"voice": {"id": "voice_1234"}`."""
+
+    id: str
+
+
+class _SpeechOptions(OpenAIBaseModel):
+    response_format: ResponseFormat = "mp3"
+    """mp3, opus (Ogg), aac (ADTS), flac, wav (streaming header) or pcm (24 kHz s16le mono)."""
+    speed: float = Field(1.0, ge=0.25, le=4.0)
+    """0.25-4.0; pitch is kept (time-stretch after generation)."""
+    stream_format: StreamFormat = "audio"
+    """`audio`: the file's bytes as they are made; `sse`: speech.audio.delta/done events."""
+
+    # ownvoice extensions (Qwen3-TTS)
+    language: str | None = None
+    """Language name or code (English, en, Chinese, zh, ...); default: auto, or the voice's."""
+    seed: int | None = None
+    """Sampling seed; the same seed, text and voice give the same audio."""
+    temperature: float | None = Field(None, gt=0)
+    top_k: int | None = Field(None, ge=0)
+    top_p: float | None = Field(None, gt=0, le=1)
+    max_frames: int | None = Field(
+        None, ge=1, validation_alias=AliasChoices("max_frames", "max_new_tokens")
+    )
+    """Cap on codec frames per text piece (12.5 per second of audio)."""
+    x_vector_only_mode: bool | None = None
+    """Clone from the speaker embedding only (true) or with the reference transcript (ICL)."""
+
+
+class SpeechRequest(_SpeechOptions):
+    """POST /v1/audio/speech. Ordered as the OpenAI API reference."""
+
+    model: str | None = None
+    """tts-1, tts-1-hd, gpt-4o-mini-tts (any voice), or a configured model name."""
+    input: str
+    """The text; at most limits.max_input_chars (4096) characters."""
+    voice: str | VoiceRef
+    """OpenAI voice name, preset speaker, `clone:<name>`, `design`, or {"id": ...}."""
+    instructions: str | None = Field(None, max_length=4096)
+    """Style for CustomVoice models that support it; the voice description for VoiceDesign."""
+    # seed-server spelling of `instructions`
+    instruct: str | None = Field(None, max_length=4096)
+
+    @property
+    def voice_name(self) -> str:
+        return self.voice.id if isinstance(self.voice, VoiceRef) else self.voice
+
+    @property
+    def style(self) -> str | None:
+        return self.instructions if self.instructions is not None else self.instruct
+
+
+class VoiceCloneRequest(_SpeechOptions):
+    """POST /v1/audio/voice-clone: one-shot cloning from a base64 clip (the seed server's API)."""
+
+    input: str
+    ref_audio: str
+    """Base64 of a WAV/FLAC/OGG/MP3 file (a `data:audio/...;base64,` prefix is allowed)."""
+    ref_text: str | None = None
+    """Transcript of the clip; needed unless x_vector_only_mode is true."""
+
+
+class ErrorInfo(BaseModel):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorInfo
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int = 0
+    owned_by: str = "ownvoice"
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+class AudioModel(BaseModel):
+    id: str
+
+
+class AudioModelList(BaseModel):
+    models: list[AudioModel]
+
+
+class VoiceEntry(BaseModel):
+    id: str
+    name: str
+    kind: str  # preset | alias | clone | design
+    language: str | None = None
+
+
+class VoiceListResponse(BaseModel):
+    voices: list[VoiceEntry]
+    languages: list[str] = []
+
+
+class VoiceResource(BaseModel):
+    """What POST /v1/audio/voices returns (OpenAI's VoiceResource plus the profile's fields)."""
+
+    object: Literal["audio.voice"] = "audio.voice"
+    id: str
+    name: str
+    created_at: int
+    profile_id: str | None = None
+    x_vector_only_mode: bool
+    language: str | None = None
+
+
+ERROR_RESPONSES = {s: {"model": ErrorResponse} for s in (400, 401, 404, 409, 413, 429, 500, 503)}

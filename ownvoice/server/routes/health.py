@@ -1,0 +1,46 @@
+"""GET /health (alive), GET /ready (models loaded and warmed), GET /metrics (Prometheus)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, Response
+
+from ownvoice import __version__
+from ownvoice.server.auth import require_api_key
+
+public = APIRouter()
+router = APIRouter(dependencies=[Depends(require_api_key)])
+
+
+@public.get("/health")
+async def health(request: Request) -> JSONResponse:
+    """200 while the process can serve (503 once a model failed to load); says which models
+    run where, and carries the loud warnings (CPU instead of GPU, exposed without a key)."""
+    state = request.app.state
+    models = state.pool.status()
+    failed = [n for n, m in models.items() if m["state"] == "failed"]
+    warnings = [*state.warnings, *state.pool.warnings]
+    status = "degraded" if failed or warnings else ("ok" if state.pool.ready else "loading")
+    body = {
+        "status": "error" if failed else status,
+        "ready": state.pool.ready,
+        "version": __version__,
+        "models": models,
+        "roles": state.pool.roles,
+        "warnings": warnings,
+        "queue": {"generating": state.admission.running, "waiting": state.admission.waiting},
+    }
+    return JSONResponse(body, status_code=503 if failed else 200)
+
+
+@public.get("/ready")
+async def ready(request: Request) -> JSONResponse:
+    pool = request.app.state.pool
+    body = {"ready": pool.ready, "models": {n: m["state"] for n, m in pool.status().items()}}
+    return JSONResponse(body, status_code=200 if pool.ready else 503)
+
+
+@router.get("/metrics")
+async def metrics(request: Request) -> Response:
+    m = request.app.state.metrics
+    return Response(m.render(), media_type=m.content_type)

@@ -1,0 +1,41 @@
+"""POST /v1/audio/speech (OpenAI) and POST /v1/audio/voice-clone (seed server, one-shot clone)."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response
+
+from ownvoice.server.auth import require_api_key
+from ownvoice.server.protocol import ERROR_RESPONSES, SpeechRequest, VoiceCloneRequest
+
+log = logging.getLogger("ownvoice.server")
+router = APIRouter(dependencies=[Depends(require_api_key)], responses=ERROR_RESPONSES)
+
+_AUDIO = {200: {"content": {"application/octet-stream": {}, "text/event-stream": {}}}}
+
+
+@router.post("/v1/audio/speech", response_class=Response, responses=_AUDIO)
+async def create_speech(body: SpeechRequest, request: Request) -> Response:
+    """Generate speech; audio is streamed as it is generated."""
+    _log_ignored(body)
+    state = request.app.state
+    return await state.responder.respond(
+        lambda: state.planner.plan(body), request, "speech", body.input
+    )
+
+
+@router.post("/v1/audio/voice-clone", response_class=Response, responses=_AUDIO)
+async def create_voice_clone(body: VoiceCloneRequest, request: Request) -> Response:
+    """Speak in the voice of a base64 reference clip, without saving it."""
+    _log_ignored(body)
+    state = request.app.state
+    return await state.responder.respond(
+        lambda: state.planner.plan_clone(body), request, "voice-clone", body.input
+    )
+
+
+def _log_ignored(body) -> None:
+    if body.model_extra:
+        log.debug("ignoring unknown request fields: %s", ", ".join(sorted(body.model_extra)))

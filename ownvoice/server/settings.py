@@ -1,0 +1,229 @@
+"""Server settings: one YAML file plus environment overrides (pydantic-settings).
+
+    settings = load_settings("config.yaml")     # or None: built-in defaults
+    OWNVOICE_SERVER__PORT=9000 OWNVOICE_LIMITS__QUEUE_SIZE=4 ownvoice serve   # env wins over YAML
+
+Environment variables use the prefix OWNVOICE_ and `__` between nesting levels. See
+config.example.yaml at the repository root for every key with a comment. Knows nothing about
+engines or HTTP; `engine_config()` and `chunk_frames` translate the optimization block into the
+engine's vocabulary.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from ownvoice.engine.options import EngineConfig
+from ownvoice.errors import InvalidInput
+
+DEFAULT_MODEL = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
+ModelType = Literal["custom_voice", "voice_design", "base"]
+ROLE_TYPES = {"presets": "custom_voice", "design": "voice_design", "clone": "base"}
+
+
+class _Block(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a typo in the YAML is an error, not ignored
+
+
+class ServerBlock(_Block):
+    host: str = "127.0.0.1"  # loopback only; set 0.0.0.0 (with an api_key) to serve a network
+    port: int = Field(8880, ge=1, le=65535)
+    api_key: SecretStr | None = None  # Bearer key for the API; None = no auth
+
+
+class ModelEntry(_Block):
+    source: str  # hub id or local checkpoint folder
+    type: ModelType | None = None  # None: read from the checkpoint's config.json
+
+
+class Roles(_Block):
+    """Which model serves what. Unset roles are filled only when exactly one model has the type."""
+
+    presets: str | None = None  # CustomVoice: named speakers and the OpenAI voice names
+    design: str | None = None  # VoiceDesign: a voice described in `instructions`
+    clone: str | None = None  # Base: `clone:<name>` library voices and /v1/audio/voice-clone
+
+
+class StreamingBlock(_Block):
+    decode_window_frames: int | None = Field(None, ge=1)  # None = exact incremental decoder
+    emit_every_frames: int = Field(8, ge=1)  # audio is sent every N frames (80 ms each)
+
+
+class OptimizationBlock(_Block):
+    attention: Literal["sdpa", "eager"] = "sdpa"
+    use_compile: bool = False
+    use_cuda_graphs: bool = True
+    streaming: StreamingBlock = StreamingBlock()
+
+
+class LimitsBlock(_Block):
+    max_input_chars: int = Field(4096, ge=1)  # the OpenAI limit
+    queue_size: int = Field(8, ge=0)  # requests waiting beyond `concurrency`; more get 429
+    concurrency: int = Field(1, ge=1)  # generations running at once
+    request_timeout_s: float = Field(600, gt=0)  # queue wait + generation; then stopped
+    max_chunk_chars: int = Field(
+        300, ge=20
+    )  # long input is split at sentences into pieces this long
+    max_upload_mb: float = Field(20, gt=0)  # request body cap (voice uploads, base64 references)
+
+
+class ServerSettings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="OWNVOICE_", env_nested_delimiter="__", extra="forbid"
+    )
+
+    server: ServerBlock = ServerBlock()
+    models: dict[str, ModelEntry] = {"cv": ModelEntry(source=DEFAULT_MODEL, type="custom_voice")}
+    roles: Roles = Roles()
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    require_gpu: bool = False  # refuse to start without a usable GPU
+    lazy_load: bool = False  # load each model on its first request instead of at start
+    voices_dir: Path = Path("./voices")
+    optimization: OptimizationBlock = OptimizationBlock()
+    limits: LimitsBlock = LimitsBlock()
+    gpu_keepalive_interval_s: float = Field(0, ge=0)  # >0: tiny GPU op when idle (AMD DPM)
+    log_text: bool = False  # put the input text in the request log line
+    # OpenAI voice name -> preset speaker, merged over the built-in map (see voicemap.py)
+    voice_aliases: dict[str, str] = {}
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # the YAML file arrives as init values; the environment overrides it
+        return env_settings, init_settings
+
+    @model_validator(mode="after")
+    def check_roles(self) -> ServerSettings:
+        """Every role names a configured model (also called after command-line overrides)."""
+        if not self.models:
+            raise ValueError("models: at least one model is needed")
+        for role in ROLE_TYPES:
+            name = getattr(self.roles, role)
+            if name is not None and name not in self.models:
+                raise ValueError(
+                    f"roles.{role} names model {name!r}, which is not in models "
+                    f"(configured: {', '.join(self.models)})"
+                )
+        return self
+
+    def engine_config(self) -> EngineConfig:
+        """The optimization block in the engine's terms."""
+        opt = self.optimization
+        return EngineConfig(
+            device=self.device,
+            dtype=self.dtype,
+            attention=opt.attention,
+            use_compile=opt.use_compile,
+            use_cuda_graphs=opt.use_cuda_graphs,
+            decode_window_frames=opt.streaming.decode_window_frames,
+        )
+
+    @property
+    def chunk_frames(self) -> int:
+        """SynthesisOptions.chunk_frames: frames per streamed chunk."""
+        return self.optimization.streaming.emit_every_frames
+
+
+def load_settings(path: str | os.PathLike | None = None, **overrides) -> ServerSettings:
+    """Read a YAML config (None = defaults only), apply OWNVOICE_* env vars, then `overrides`.
+
+    `overrides` are top-level keys (e.g. `models=...`) from the command line; they replace the
+    file's value for that key. Raises InvalidInput naming the file and the bad key.
+    """
+    data: dict = {}
+    if path is not None:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as e:
+            raise InvalidInput(f"cannot read config file {str(path)!r}: {e}", param="config") from e
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as e:
+            raise InvalidInput(
+                f"config file {str(path)!r} is not valid YAML: {e}", param="config"
+            ) from e
+        if not isinstance(data, dict):
+            raise InvalidInput(
+                f"config file {str(path)!r} must hold a mapping of keys", param="config"
+            )
+    data.update(overrides)
+    try:
+        return ServerSettings(**data)
+    except ValidationError as e:
+        where = f"config file {str(path)!r}" if path is not None else "settings"
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'settings'}: {err['msg']}"
+            for err in e.errors()
+        )
+        raise InvalidInput(f"{where}: {problems}", param="config") from e
+
+
+def model_type_hint(entry: ModelEntry) -> str | None:
+    """The model type from the entry, the checkpoint's config.json or the hub id; None = unknown.
+
+    A local folder's config.json says `tts_model_type` ("custom_voice", "voice_design", "base");
+    official hub ids end in -CustomVoice, -VoiceDesign or -Base.
+    """
+    if entry.type is not None:
+        return entry.type
+    config = Path(entry.source) / "config.json"
+    if config.is_file():
+        try:
+            found = json.loads(config.read_text()).get("tts_model_type")
+        except (OSError, ValueError):
+            found = None
+        if found in ROLE_TYPES.values():
+            return found
+    tail = entry.source.rstrip("/").lower()
+    for suffix, kind in (
+        ("customvoice", "custom_voice"),
+        ("voicedesign", "voice_design"),
+        ("base", "base"),
+    ):
+        if tail.endswith(suffix):
+            return kind
+    return None
+
+
+def resolve_roles(settings: ServerSettings, types: dict[str, str | None]) -> dict[str, str]:
+    """role -> model name. Explicit roles win; an unset role takes the only model of its type.
+
+    `types` maps model name -> type (None while unknown). Never decided by the order of entries:
+    two models of one type and no explicit role is an error that asks for the role.
+    """
+    roles: dict[str, str] = {}
+    for role, kind in ROLE_TYPES.items():
+        name = getattr(settings.roles, role)
+        if name is not None:
+            if types.get(name) not in (None, kind):
+                raise InvalidInput(
+                    f"roles.{role} names model {name!r}, whose type is {types[name]!r}; "
+                    f"the {role} role needs a {kind} model",
+                    param="roles",
+                )
+            roles[role] = name
+            continue
+        candidates = [m for m, t in types.items() if t == kind]
+        if len(candidates) == 1:
+            roles[role] = candidates[0]
+        elif len(candidates) > 1:
+            raise InvalidInput(
+                f"models {', '.join(candidates)} are all {kind} models; set roles.{role} to the "
+                "one that should serve it",
+                param="roles",
+            )
+    return roles

@@ -1,0 +1,286 @@
+"""From a speech request to the work an engine thread runs: voice, options, text pieces, caps.
+
+Planning is cheap and happens before admission (bad requests never take a queue place); the
+expensive parts (decoding a reference, encoding a voice prompt, generating) happen inside the
+work, on the engine's thread, after admission.
+
+Long input is split at sentence boundaries into pieces of at most limits.max_chunk_chars, each
+generated in turn into one continuous stream. Each piece gets a frame cap proportional to its
+length (`frame_cap`), which stops runaway generation (a missed end-of-speech) early instead of
+after the model's 2048-frame (2.7 min) maximum.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import math
+import re
+from dataclasses import dataclass, field, replace
+
+from ownvoice.engine.options import SamplingOptions, SynthesisOptions
+from ownvoice.errors import InvalidInput
+from ownvoice.server.errors import PayloadTooLarge
+from ownvoice.server.protocol import SpeechRequest, VoiceCloneRequest, _SpeechOptions
+from ownvoice.server.voicemap import VoiceChoice
+
+log = logging.getLogger("ownvoice.server")
+
+# -- the frame cap ------------------------------------------------------------------------------
+FRAMES_PER_SECOND = 12.5  # the 12 Hz codec: one frame = 80 ms
+CHARS_PER_SECOND = (
+    14.0  # typical read-aloud rate of Latin-script text, spaces and punctuation included
+)
+CAP_FACTOR = 3.0  # allow 3x the expected duration: slow voices, long pauses, spelled-out numbers
+MIN_CAP_FRAMES = 40  # 3.2 s floor, for "Hi." or "2024" (which are longer spoken than written)
+# One CJK character, kana or hangul syllable is spoken about as long as 3 Latin characters
+# (~4-5 syllables per second against ~14 characters per second); a digit as 2 (numbers expand).
+_WIDE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_DIGIT = re.compile(r"[0-9]")
+LANGUAGE_CODES = {
+    "en": "english", "zh": "chinese", "ja": "japanese", "ko": "korean", "de": "german",
+    "fr": "french", "ru": "russian", "pt": "portuguese", "es": "spanish", "it": "italian",
+}  # fmt: skip
+
+
+def frame_cap(text: str) -> int:
+    """Most frames a piece of text may take: 40 + ceil(3 * 12.5 / 14 * weighted characters).
+
+    About 2.7 frames per Latin character: 3x the ~0.9 frames/character of speech at ~14
+    characters per second. CJK characters weigh 3, digits 2.
+    """
+    units = len(text) + 2 * len(_WIDE.findall(text)) + len(_DIGIT.findall(text))
+    return MIN_CAP_FRAMES + math.ceil(CAP_FACTOR * FRAMES_PER_SECOND / CHARS_PER_SECOND * units)
+
+
+def split_input(text: str, max_chars: int, language: str | None) -> list[str]:
+    """Sentence-boundary pieces of at most max_chars (one piece when short enough)."""
+    if len(text) <= max_chars:
+        return [text]
+    from ownvoice.textsplit import chunk_text
+
+    lang = None if language in (None, "auto") else language
+    pieces = [p for p in chunk_text(text, max_chars, language=lang) if p.strip()]
+    return pieces or [text]
+
+
+def language_name(value: str | None) -> str | None:
+    """'en', 'en-US', 'English' -> 'english'; None stays None."""
+    if value is None or not value.strip():
+        return None
+    v = value.strip().lower().replace("_", "-")
+    return LANGUAGE_CODES.get(v.split("-")[0], v) if "-" in v or v in LANGUAGE_CODES else v
+
+
+@dataclass
+class SpeechPlan:
+    """Everything decided before admission; `work` runs it on the engine thread."""
+
+    choice: VoiceChoice
+    pieces: list[str]
+    options: SynthesisOptions
+    max_frames: int | None  # the request's own cap, if any
+    instruct: str | None
+    response_format: str
+    speed: float
+    stream_format: str
+    chars: int
+    sampling: dict = field(default_factory=dict)  # the request's temperature/top_k/top_p
+    x_vector_only: bool = False
+    reference: bytes | None = None  # one-shot clone: the uploaded clip
+    ref_text: str | None = None
+    ignored: list[str] = field(default_factory=list)
+
+    def piece_options(self, piece: str, engine) -> SynthesisOptions:
+        """Options for one piece: the checkpoint's sampling defaults with the request's
+        changes, and the smallest of the length cap, the request's cap and the engine's."""
+        base = getattr(engine, "default_sampling", None) or self.options.sampling
+        caps = [c for c in (frame_cap(piece), self.options.max_frames, self.max_frames) if c]
+        return self.options.with_(sampling=replace(base, **self.sampling), max_frames=min(caps))
+
+
+class SpeechPlanner:
+    def __init__(self, settings, pool, voicemap, library):
+        self.settings = settings
+        self.pool = pool
+        self.voicemap = voicemap
+        self.library = library
+
+    def plan(self, req: SpeechRequest) -> SpeechPlan:
+        text = self._check_input(req.input)
+        choice = self.voicemap.choose(req.model, req.voice_name)
+        instruct = req.style.strip() if req.style and req.style.strip() else None
+        ignored = []
+        if choice.role == "design" and instruct is None:
+            raise InvalidInput(
+                "voice design needs `instructions` describing the voice (e.g. 'a calm, low "
+                "female voice with a slight British accent')",
+                param="instructions",
+            )
+        engine = choice.worker.engine
+        if choice.role == "clone" or (
+            choice.role == "presets" and engine is not None and not engine.instruct_supported
+        ):
+            if instruct is not None:  # clients send it by default; this model has no use for it
+                ignored.append("instructions")
+                instruct = None
+        x_vector_only = False
+        if choice.profile is not None:
+            x_vector_only = self._clone_mode(req.x_vector_only_mode, choice)
+        default_language = choice.profile.language if choice.profile is not None else None
+        options = self._options(req, default_language, engine)
+        return SpeechPlan(
+            choice=choice,
+            pieces=split_input(text, self.settings.limits.max_chunk_chars, options.language),
+            options=options,
+            max_frames=req.max_frames,
+            sampling=_sampling(req),
+            instruct=instruct,
+            response_format=req.response_format,
+            speed=req.speed,
+            stream_format=req.stream_format,
+            chars=len(text),
+            x_vector_only=x_vector_only,
+            ignored=ignored,
+        )
+
+    def plan_clone(self, req: VoiceCloneRequest) -> SpeechPlan:
+        text = self._check_input(req.input)
+        worker = self.pool.for_role("clone", param="ref_audio")
+        reference = self._decode_base64(req.ref_audio)
+        ref_text = req.ref_text.strip() if req.ref_text and req.ref_text.strip() else None
+        x_vector_only = bool(req.x_vector_only_mode)
+        if not x_vector_only and ref_text is None:
+            raise InvalidInput(
+                "ref_text (the transcript of ref_audio) is needed for ICL cloning; give it, or "
+                "set x_vector_only_mode to true",
+                param="ref_text",
+            )
+        choice = VoiceChoice(worker, "clone", "voice-clone")
+        options = self._options(req, None, worker.engine)
+        return SpeechPlan(
+            choice=choice,
+            pieces=split_input(text, self.settings.limits.max_chunk_chars, options.language),
+            options=options,
+            max_frames=req.max_frames,
+            sampling=_sampling(req),
+            instruct=None,
+            response_format=req.response_format,
+            speed=req.speed,
+            stream_format=req.stream_format,
+            chars=len(text),
+            x_vector_only=x_vector_only,
+            reference=reference,
+            ref_text=ref_text,
+        )
+
+    # -- checks -------------------------------------------------------------------------------
+
+    def _check_input(self, text: str) -> str:
+        limit = self.settings.limits.max_input_chars
+        if not text.strip():
+            raise InvalidInput("input is empty; send the text to speak", param="input")
+        if len(text) > limit:
+            raise InvalidInput(
+                f"input is {len(text)} characters; the limit is {limit} (limits.max_input_chars)",
+                param="input",
+            )
+        return text
+
+    def _clone_mode(self, requested: bool | None, choice: VoiceChoice) -> bool:
+        profile = choice.profile
+        if requested is False and profile.ref_text is None:
+            raise InvalidInput(
+                f"voice {profile.voice_id} has no ref_text, so only x_vector_only_mode works",
+                param="x_vector_only_mode",
+            )
+        if requested is not None:
+            return requested
+        if not profile.x_vector_only and profile.ref_text is None:
+            log.warning("voice %s has no ref_text; cloning from the timbre alone", profile.voice_id)
+            return True
+        return profile.x_vector_only
+
+    def _options(
+        self, req: _SpeechOptions, default_language: str | None, engine
+    ) -> SynthesisOptions:
+        language = language_name(req.language) or language_name(default_language) or "auto"
+        if engine is not None and language not in engine.supported_languages:
+            raise InvalidInput(
+                f"language {req.language or default_language!r} is not supported; use one of "
+                + ", ".join(engine.supported_languages),
+                param="language",
+            )
+        options = SynthesisOptions(
+            language=language,
+            sampling=SamplingOptions(**_sampling(req)),
+            seed=req.seed,
+            chunk_frames=self.settings.chunk_frames,
+        )
+        options.validate()
+        return options
+
+    def _decode_base64(self, data: str) -> bytes:
+        limit = int(self.settings.limits.max_upload_mb * 1024 * 1024)
+        if data.startswith("data:"):
+            data = data.partition(",")[2]
+        if len(data) * 3 // 4 > limit:
+            raise PayloadTooLarge(
+                f"ref_audio is larger than {self.settings.limits.max_upload_mb:g} MB "
+                "(limits.max_upload_mb)",
+                param="ref_audio",
+            )
+        try:
+            return base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError) as e:
+            raise InvalidInput(f"ref_audio is not valid base64: {e}", param="ref_audio") from e
+
+
+def _sampling(req: _SpeechOptions) -> dict:
+    return {
+        k: getattr(req, k) for k in ("temperature", "top_k", "top_p") if getattr(req, k) is not None
+    }
+
+
+def make_work(plan: SpeechPlan, pool, library):
+    """The function an engine thread runs: get the voice, then stream every piece."""
+
+    def work(engine, emit, should_stop) -> None:
+        voice = _voice(plan, engine, pool, library)
+        for piece in plan.pieces:
+            if should_stop():
+                return
+            for chunk in engine.stream(
+                piece,
+                voice=voice,
+                instruct=plan.instruct,
+                options=plan.piece_options(piece, engine),
+                should_stop=should_stop,
+            ):
+                emit(chunk)
+
+    return work
+
+
+def _voice(plan: SpeechPlan, engine, pool, library):
+    choice = plan.choice
+    if choice.role == "presets":
+        return choice.speaker
+    if choice.role == "design":
+        return None
+    if choice.profile is not None:
+        key = pool.model_key(choice.worker)
+        return library.prompt(choice.profile, engine, key, plan.x_vector_only)
+    from ownvoice.audio import load_audio
+    from ownvoice.errors import AudioError
+    from ownvoice.voices import check_reference
+
+    try:
+        samples, rate = load_audio(plan.reference)
+        check_reference(samples, rate)
+    except AudioError as e:
+        raise AudioError(f"ref_audio: {e.message}", param="ref_audio") from e
+    return engine.make_voice(
+        (samples, rate), ref_text=plan.ref_text, x_vector_only=plan.x_vector_only
+    )

@@ -1,0 +1,225 @@
+"""The HTTP side of a speech request: admit, run on the engine thread, stream, log one line.
+
+The response starts when the first audio chunk exists: errors found before that (a bad
+reference clip, an unsupported language) still become proper 4xx responses. After that, bytes
+go out as each chunk is encoded; an error can then only end the stream (SSE sends a
+`speech.audio.error` event, a raw stream is cut). A client that goes away, while queued or
+while streaming, cancels its generation between frames and frees its place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import time
+
+from fastapi import Request
+from fastapi.responses import Response, StreamingResponse
+
+from ownvoice.encode import MEDIA_TYPES, AudioEncoder, TimeStretch
+from ownvoice.server.errors import (
+    InsufficientResources,
+    QueueTimeout,
+    error_response,
+    is_out_of_memory,
+)
+from ownvoice.server.speech import SpeechPlan, make_work
+from ownvoice.server.worker import Job
+
+log = logging.getLogger("ownvoice.server")
+
+
+class RequestRecord:
+    """Collects what the per-request log line and the metrics report."""
+
+    def __init__(self, metrics, log_text: bool, endpoint: str):
+        self.metrics = metrics
+        self.log_text = log_text
+        self.endpoint = endpoint
+        self.t0 = time.monotonic()
+        self.plan: SpeechPlan | None = None
+        self.job: Job | None = None
+        self.frames = 0
+        self.samples = 0
+        self.t_first: float | None = None
+        self.t_last: float | None = None
+        self.stop: str | None = None
+        self.text: str | None = None
+        self._done = False
+
+    def chunk(self, chunk) -> None:
+        now = time.monotonic()
+        if self.t_first is None:
+            self.t_first = now
+        self.t_last = now
+        self.frames += chunk.num_frames
+        self.samples += len(chunk.samples)
+        if chunk.is_last and chunk.stop_reason:
+            self.stop = chunk.stop_reason
+
+    def finish(self, status: str) -> None:
+        if self._done:
+            return
+        self._done = True
+        now = time.monotonic()
+        plan = self.plan
+        fmt = plan.response_format if plan else ""
+        stream = plan.stream_format if plan else ""
+        audio_s = self.samples / 24000
+        fields = [f"{self.endpoint} {status}"]
+        if plan is not None:
+            fields += [
+                f"voice={plan.choice.label}",
+                f"model={plan.choice.worker.name}",
+                f"chars={plan.chars}",
+                f"pieces={len(plan.pieces)}",
+            ]
+        fields.append(f"audio={audio_s:.2f}s")
+        started = getattr(self.job, "t_started", None)
+        if audio_s > 0 and started is not None and self.t_last is not None:
+            rtf = (self.t_last - started) / audio_s
+            fields.append(f"rtf={rtf:.2f}")
+            self.metrics.rtf.observe(rtf)
+        if self.t_first is not None:
+            fields.append(f"ttfa={self.t_first - self.t0:.2f}s")
+            self.metrics.ttfa.observe(self.t_first - self.t0)
+        fields.append(f"total={now - self.t0:.2f}s")
+        if plan is not None:
+            fields += [f"fmt={fmt}", f"stream={stream}"]
+            if plan.speed != 1.0:
+                fields.append(f"speed={plan.speed:g}")
+            if plan.ignored:
+                fields.append(f"ignored={','.join(plan.ignored)}")
+        if self.stop:
+            fields.append(f"stop={self.stop}")
+        if self.log_text and self.text is not None:
+            fields.append(f"text={self.text[:500]!r}")
+        log.info(" ".join(fields))
+        self.metrics.requests.labels(status, fmt, stream).inc()
+        self.metrics.request_seconds.observe(now - self.t0)
+        self.metrics.audio_seconds.inc(audio_s)
+        if status == "cancelled":
+            self.metrics.cancelled.inc()
+
+
+class SpeechResponder:
+    def __init__(self, settings, pool, library, admission, metrics):
+        self.settings = settings
+        self.pool = pool
+        self.library = library
+        self.admission = admission
+        self.metrics = metrics
+
+    async def respond(self, make_plan, request: Request, endpoint: str, text: str) -> Response:
+        """Plan (cheap), admit (429 when full), start the job, answer at the first chunk."""
+        record = RequestRecord(self.metrics, self.settings.log_text, endpoint)
+        record.text = text
+        try:
+            plan = record.plan = make_plan()
+            slot = self.admission.admit()
+            deadline = record.t0 + self.settings.limits.request_timeout_s
+            job = record.job = Job(
+                make_work(plan, self.pool, self.library), slot, deadline, self.pool.gate
+            )
+            plan.choice.worker.submit(job)
+        except Exception as e:
+            record.finish(str(error_response(e).status_code))
+            raise
+        watcher = asyncio.create_task(_cancel_on_disconnect(request, job))
+        chunks = job.chunks()
+        try:
+            # the deadline holds even if the engine ahead in the queue does not stop in time
+            first = await asyncio.wait_for(anext(chunks, None), deadline - time.monotonic())
+        except TimeoutError:
+            watcher.cancel()
+            job.cancel()
+            record.finish("503")
+            raise QueueTimeout(
+                "no audio within limits.request_timeout_s "
+                f"({self.settings.limits.request_timeout_s:g} s); the server is busy"
+            ) from None
+        except BaseException as e:
+            watcher.cancel()
+            job.cancel()
+            if is_out_of_memory(e):
+                record.finish("503")
+                raise InsufficientResources() from e
+            status = (
+                "cancelled"
+                if isinstance(e, asyncio.CancelledError)
+                else str(error_response(e).status_code)
+            )
+            record.finish(status)
+            raise
+        if first is None and job.stop_reason == "cancelled":  # the client left while queued
+            watcher.cancel()
+            record.finish("cancelled")
+            return Response(status_code=499)
+        media_type = (
+            "text/event-stream"
+            if plan.stream_format == "sse"
+            else MEDIA_TYPES[plan.response_format]
+        )
+        return StreamingResponse(
+            self._body(plan, job, chunks, first, record, watcher),
+            media_type=media_type,
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    async def _body(
+        self, plan: SpeechPlan, job: Job, chunks, first, record: RequestRecord, watcher
+    ):
+        sse = plan.stream_format == "sse"
+        encoder = AudioEncoder(plan.response_format)
+        stretch = TimeStretch(plan.speed) if plan.speed != 1.0 else None
+        status = "cancelled"  # unless the end is reached: the client went away
+        try:
+            chunk = first
+            while chunk is not None:
+                record.chunk(chunk)
+                samples = stretch.process(chunk.samples) if stretch else chunk.samples
+                data = encoder.write(samples)
+                if data:
+                    yield _sse_delta(data) if sse else data
+                chunk = await anext(chunks, None)
+            data = (encoder.write(stretch.flush()) if stretch else b"") + encoder.close()
+            if data:
+                yield _sse_delta(data) if sse else data
+            status = "timeout" if job.stop_reason == "timeout" else "200"
+            if sse:
+                usage = {"input_tokens": plan.chars, "output_tokens": record.frames}
+                usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
+                yield _sse_event({"type": "speech.audio.done", "usage": usage})
+        except Exception as e:  # headers are gone: the stream can only end
+            status = "error"
+            log.error("speech stream failed after %d frames: %s", record.frames, e, exc_info=e)
+            if not sse:
+                raise  # the connection is cut, so the client sees a truncated body
+            body = error_response(e).body
+            yield _sse_event({"type": "speech.audio.error", "error": json.loads(body)["error"]})
+        finally:
+            watcher.cancel()
+            if status == "cancelled":
+                job.cancel()
+            record.finish(status)
+
+
+async def _cancel_on_disconnect(request: Request, job: Job) -> None:
+    """Cancel the job when the client disconnects (also while it waits in the queue)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            job.cancel()
+            return
+
+
+def _sse_event(payload: dict) -> bytes:
+    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+
+
+def _sse_delta(data: bytes) -> bytes:
+    return _sse_event(
+        {"type": "speech.audio.delta", "audio": base64.b64encode(data).decode("ascii")}
+    )

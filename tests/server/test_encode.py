@@ -1,0 +1,136 @@
+"""Streaming encoders for the six OpenAI formats, and pitch-preserving speed change."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from ownvoice.audio import to_pcm16
+from ownvoice.encode import FORMATS, AudioEncoder, TimeStretch, encode, time_stretch
+from ownvoice.errors import InvalidInput
+from tests.server.helpers import decode
+
+SR = 24000
+
+
+def tone(seconds: float, freqs=(220.0,), level=0.3) -> np.ndarray:
+    t = np.arange(int(seconds * SR)) / SR
+    x = sum(np.sin(2 * np.pi * f * t + i) / (i + 1) for i, f in enumerate(freqs))
+    return (level * x / np.abs(x).max()).astype(np.float32)
+
+
+def stream_encode(
+    x: np.ndarray, fmt: str, sizes=(1000, 3840, 15360, 777)
+) -> tuple[bytes, list[int]]:
+    """Encode in uneven chunks; returns the bytes and the byte count after each write."""
+    enc = AudioEncoder(fmt)
+    out, counts, i, k = b"", [], 0, 0
+    while i < x.size:
+        n = sizes[k % len(sizes)]
+        out += enc.write(x[i : i + n])
+        counts.append(len(out))
+        i, k = i + n, k + 1
+    return out + enc.close(), counts
+
+
+# codec padding/priming: mp3 and aac decoders return up to ~2 frames more than went in
+SLACK = {"mp3": 0.12, "aac": 0.12, "opus": 0.03, "flac": 0.001, "wav": 0.0, "pcm": 0.0}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_streamed_file_decodes_to_input_duration(fmt):
+    x = tone(1.5)
+    data, _ = stream_encode(x, fmt)
+    n, rate = decode(data, fmt)
+    assert rate == (48000 if fmt == "opus" else SR), f"{fmt}: decoded at {rate} Hz"
+    got = n / rate
+    assert 1.5 - 0.001 <= got <= 1.5 + SLACK[fmt], f"{fmt}: {got:.4f} s decoded from 1.5 s"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_bytes_leave_before_the_end(fmt):
+    """Every format hands out bytes while audio is still coming (opus: small Ogg pages)."""
+    x = tone(3.0)
+    _, counts = stream_encode(x, fmt, sizes=(12000,))  # 0.5 s per write
+    assert counts[1] > 0, f"{fmt}: nothing after 1 s of audio: {counts}"
+    assert counts[-2] > counts[1], f"{fmt}: output did not grow while writing: {counts}"
+
+
+def test_pcm_is_s16le_mono_24k_and_wav_carries_it():
+    x = tone(0.5)
+    pcm, _ = stream_encode(x, "pcm")
+    assert pcm == to_pcm16(x)
+    wav, _ = stream_encode(x, "wav")
+    assert wav[:4] == b"RIFF" and wav[8:12] == b"WAVE"
+    assert wav[44:] == pcm
+    y, rate = sf.read(io.BytesIO(wav), dtype="int16")  # unknown-length header still reads
+    assert rate == SR and np.array_equal(y, np.frombuffer(pcm, "<i2"))
+
+
+def test_one_shot_wav_has_exact_length_and_flac_is_lossless():
+    x = tone(0.7)
+    wav = encode(x, "wav")
+    info = sf.info(io.BytesIO(wav))
+    assert info.frames == x.size and info.samplerate == SR
+    import av
+
+    with av.open(io.BytesIO(encode(x, "flac"))) as container:
+        y = np.concatenate([f.to_ndarray().reshape(-1) for f in container.decode(audio=0)])
+    assert np.array_equal(y, np.frombuffer(to_pcm16(x), "<i2"))
+
+
+def test_bad_format_names_the_field():
+    with pytest.raises(InvalidInput) as e:
+        AudioEncoder("ogg")
+    assert e.value.param == "response_format"
+
+
+# -- speed --------------------------------------------------------------------------------------
+
+
+def harmonic_purity(y: np.ndarray, f0: float, harmonics: int = 6) -> float:
+    """Share of the energy below 1 kHz that sits within 4 Hz of f0's harmonics."""
+    spectrum = np.abs(np.fft.rfft(y * np.hanning(y.size))) ** 2
+    f = np.fft.rfftfreq(y.size, 1 / SR)
+    near = np.zeros(f.shape, dtype=bool)
+    for k in range(1, harmonics + 1):
+        near |= np.abs(f - k * f0) < 4
+    return float(spectrum[near].sum() / spectrum[f < 1000].sum())
+
+
+@pytest.mark.parametrize("speed", [0.25, 0.5, 0.8, 1.5, 2.0, 4.0])
+def test_speed_changes_duration_not_pitch(speed):
+    f0 = 130.0
+    x = tone(2.0, freqs=[f0 * k for k in range(1, 7)])
+    y = time_stretch(x, speed)
+    assert y.size == round(x.size / speed)
+    # a voiced sound keeps its harmonics where they were: the windows are aligned on the
+    # waveform (plain overlap-add without the search smears them and fails this)
+    assert harmonic_purity(y, f0) > 0.9, f"speed {speed}: harmonics smeared"
+    core = y[SR // 10 : -SR // 10]
+    assert 0.5 < np.sqrt(np.mean(core**2)) / np.sqrt(np.mean(x**2)) < 1.5, "level changed"
+
+
+@pytest.mark.parametrize("speed", [0.5, 1.7, 3.0])
+def test_speed_streaming_equals_one_shot(speed):
+    x = tone(1.3, freqs=(180.0, 360.0))
+    rng = np.random.default_rng(1)
+    stretch, parts, i = TimeStretch(speed), [], 0
+    while i < x.size:
+        n = int(rng.integers(1, 4000))
+        parts.append(stretch.process(x[i : i + n]))
+        i += n
+    parts.append(stretch.flush())
+    assert np.array_equal(np.concatenate(parts), time_stretch(x, speed))
+
+
+def test_speed_one_is_identity_and_range_is_checked():
+    x = tone(0.3)
+    assert np.array_equal(time_stretch(x, 1.0), x)
+    for bad in (0.2, 4.5):
+        with pytest.raises(InvalidInput) as e:
+            TimeStretch(bad)
+        assert e.value.param == "speed"

@@ -1,0 +1,205 @@
+"""Every failure is a 4xx/5xx in the OpenAI envelope; nothing escapes the voices folder; auth."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import httpx
+import pytest
+
+from tests.server.fakes import FakeEngine
+from tests.server.helpers import make_settings, serve, speech_clip, wav_bytes
+
+KEY = "test-key-123"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+
+
+def tree(root) -> set[str]:
+    return {
+        os.path.relpath(os.path.join(d, f), root) for d, _, files in os.walk(root) for f in files
+    }
+
+
+def assert_envelope(r: httpx.Response, status: int, param: str | None = "any") -> dict:
+    assert r.status_code == status, (r.status_code, r.text)
+    body = r.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}, (
+        body
+    )
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+    if param != "any":
+        assert body["error"]["param"] == param, body
+    return body["error"]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    root = tmp_path_factory.mktemp("srv")
+    voices = root / "voices"
+    voices.mkdir()
+    engines = {"cv": FakeEngine("custom_voice"), "clone": FakeEngine("base")}
+    settings = make_settings(
+        voices,
+        device="cpu",
+        server={"api_key": KEY},
+        limits={"max_input_chars": 200, "max_upload_mb": 0.5},
+    )
+    with serve(settings, engines=engines) as (base, app):
+        yield base, root, app
+
+
+def speech(base, **body):
+    request = {"model": "tts-1", "voice": "alloy", "input": "Hello.", **body}
+    return httpx.post(f"{base}/v1/audio/speech", json=request, headers=AUTH, timeout=10)
+
+
+def upload(base, name="alice", audio=None, consent="true", **fields):
+    audio = wav_bytes(speech_clip(4.0)) if audio is None else audio
+    data = {"name": name, "consent": consent, "ref_text": "Hello there.", **fields}
+    return httpx.post(
+        f"{base}/v1/audio/voices", data=data, files={"audio_sample": ("a.wav", audio, "audio/wav")},
+        headers=AUTH, timeout=10,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "body, status, param",
+    [
+        ({"input": ""}, 400, "input"),
+        ({"input": "x" * 201}, 400, "input"),
+        ({"speed": 5}, 400, "speed"),
+        ({"speed": "fast"}, 400, "speed"),
+        ({"voice": "nobody"}, 400, "voice"),
+        ({"voice": {"name": "x"}}, 400, "voice"),
+        ({"model": "nope"}, 404, "model"),
+        ({"stream_format": "ws"}, 400, "stream_format"),
+        ({"seed": "abc"}, 400, "seed"),
+        ({"max_frames": 0}, 400, "max_frames"),
+    ],
+)
+def test_speech_request_errors(server, body, status, param):
+    base, _, _ = server
+    assert_envelope(speech(base, **body), status, param)
+
+
+def test_malformed_requests(server):
+    base, _, _ = server
+    r = httpx.post(
+        f"{base}/v1/audio/speech",
+        content=b"{not json",
+        headers={**AUTH, "content-type": "application/json"},
+    )
+    assert_envelope(r, 400)
+    r = httpx.post(f"{base}/v1/audio/speech", json={"voice": "alloy"}, headers=AUTH)
+    assert_envelope(r, 400, "input")
+    assert_envelope(httpx.get(f"{base}/v1/nothing-here", headers=AUTH), 404)
+    assert_envelope(httpx.put(f"{base}/v1/audio/speech", headers=AUTH), 405)
+
+
+def test_validation_errors_do_not_echo_the_input(server, caplog):
+    base, _, _ = server
+    canary = "CANARY-private-text-4711"
+    with caplog.at_level(logging.DEBUG, logger="ownvoice"):
+        r = speech(base, input=canary, speed=99)
+        ok = speech(base, input=canary)
+    assert r.status_code == 400 and canary not in r.text
+    assert ok.status_code == 200
+    assert canary not in caplog.text  # log_text is off: lengths, not content
+    assert "chars=24" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "name", ["../evil", "../../etc/x", "a/b", "..", ".hidden", "．．／x", "x" * 80]
+)
+def test_upload_names_cannot_escape(server, name):
+    base, root, _ = server
+    before = tree(root)
+    assert_envelope(upload(base, name=name), 400, "name")
+    assert tree(root) == before
+
+
+@pytest.mark.parametrize(
+    "voice_id", ["..%2F..%2Fetc%2Fpasswd", "%2e%2e", "..", "clone:..%2Fvoices", "nobody"]
+)
+def test_delete_cannot_escape(server, voice_id):
+    base, root, _ = server
+    before = tree(root)
+    r = httpx.delete(f"{base}/v1/audio/voices/{voice_id}", headers=AUTH)
+    assert 400 <= r.status_code < 500
+    assert_envelope(r, r.status_code)
+    assert tree(root) == before
+
+
+def test_bad_uploads(server):
+    base, root, _ = server
+    before = tree(root)
+    big = b"RIFF" + b"\0" * (600 * 1024)
+    err = assert_envelope(upload(base, audio=big), 413)
+    assert err["code"] == "payload_too_large"
+
+    def chunked():  # a valid multipart start, then too much file; no Content-Length
+        yield b'--b\r\nContent-Disposition: form-data; name="audio_sample"; filename="a.wav"'
+        yield b"\r\n\r\n"
+        for _ in range(6):
+            yield b"x" * (100 * 1024)
+
+    r = httpx.post(
+        f"{base}/v1/audio/voices",
+        content=chunked(),
+        headers={**AUTH, "content-type": "multipart/form-data; boundary=b"},
+    )
+    assert_envelope(r, 413)
+    assert_envelope(upload(base, audio=b"this is not audio at all" * 100), 400, "audio_sample")
+    assert_envelope(upload(base, audio=b"#EXTM3U\nfile:///etc/passwd\n"), 400, "audio_sample")
+    assert_envelope(
+        upload(base, audio=wav_bytes(speech_clip(1.5))), 400, "audio_sample"
+    )  # too short
+    assert_envelope(upload(base, consent="false"), 400, "consent")
+    assert_envelope(upload(base, consent=""), 400, "consent")
+    r = httpx.post(f"{base}/v1/audio/voices", data={"name": "x", "consent": "true"}, headers=AUTH)
+    assert_envelope(r, 400, "audio_sample")
+    assert tree(root) == before
+    assert upload(base, name="twin").status_code == 200
+    err = assert_envelope(upload(base, name="TWIN"), 409, "name")
+    assert err["code"] == "voice_exists"
+    httpx.delete(f"{base}/v1/audio/voices/twin", headers=AUTH)
+
+
+def test_voice_clone_errors(server):
+    import base64
+
+    base, _, _ = server
+    url = f"{base}/v1/audio/voice-clone"
+    good = base64.b64encode(wav_bytes(speech_clip(4.0))).decode()
+    r = httpx.post(url, json={"input": "Hi.", "ref_audio": good}, headers=AUTH)
+    assert_envelope(r, 400, "ref_text")
+    r = httpx.post(
+        url, json={"input": "Hi.", "ref_audio": "%%%not base64", "ref_text": "x"}, headers=AUTH
+    )
+    assert_envelope(r, 400, "ref_audio")
+    silent = base64.b64encode(wav_bytes(speech_clip(4.0, level=0.0) * 0)).decode()
+    r = httpx.post(url, json={"input": "Hi.", "ref_audio": silent, "ref_text": "x"}, headers=AUTH)
+    assert_envelope(r, 400, "ref_audio")
+
+
+OPEN_ROUTES = {"/health", "/ready", "/v1/audio/models"}
+
+
+def test_every_route_needs_the_key_except_discovery_and_health(server):
+    base, _, app = server
+    checked = 0
+    for template, operations in app.openapi()["paths"].items():  # every API route, new ones too
+        for method in sorted(m.upper() for m in operations):
+            path = template.replace("{voice_id}", "someone")
+            open_route = path in OPEN_ROUTES or (path == "/v1/audio/voices" and method == "GET")
+            r = httpx.request(method, f"{base}{path}", timeout=10)
+            if open_route:
+                assert r.status_code != 401, (method, path)
+                continue
+            checked += 1
+            err = assert_envelope(r, 401)
+            assert err["code"] == "invalid_api_key" and r.headers["www-authenticate"] == "Bearer"
+            wrong = httpx.request(method, f"{base}{path}", headers={"Authorization": "Bearer nope"})
+            assert wrong.status_code == 401, (method, path)
+    assert checked >= 6  # speech, voice-clone, voices POST/DELETE, models, metrics

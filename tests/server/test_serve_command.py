@@ -1,0 +1,99 @@
+"""`ownvoice serve` as a user runs it: a separate process, real engine, real port."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import openai
+import pytest
+
+from tests.server.test_real_engine import real_checkpoints
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(args, env_extra=None, cwd=None) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env_extra or {})}
+    return subprocess.Popen(
+        [sys.executable, "-m", "ownvoice", "serve", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=cwd,
+    )  # fmt: skip
+
+
+def stop(proc: subprocess.Popen, sig=signal.SIGTERM) -> tuple[int, str]:
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    out = proc.stdout.read()
+    return proc.wait(), out
+
+
+def test_serve_a_local_checkpoint(tiny_checkpoints, tmp_path):
+    folder = real_checkpoints(tiny_checkpoints)["cv"]
+    port = free_port()
+    proc = start(
+        [
+            "--model",
+            str(folder),
+            "--port",
+            str(port),
+            "--device",
+            "cpu",
+            "--voices-dir",
+            str(tmp_path),
+        ]
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            assert proc.poll() is None, f"ownvoice serve exited: {proc.stdout.read()}"
+            assert time.monotonic() < deadline, "not ready after 300 s"
+            try:
+                if httpx.get(f"{base}/ready").status_code == 200:
+                    break
+            except httpx.ConnectError:
+                pass
+            time.sleep(0.2)
+        health = httpx.get(f"{base}/health").json()
+        assert health["roles"] == {"presets": folder.name}  # the role follows the checkpoint's type
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0, timeout=120)
+        audio = client.audio.speech.create(
+            model="tts-1",
+            voice="alloy",
+            input="Hello.",
+            response_format="wav",
+            extra_body={"max_frames": 2},
+        )
+        assert audio.content[:4] == b"RIFF" and len(audio.content) > 44
+    finally:
+        code, out = stop(proc)
+    assert code == 0, out
+    assert f"Model {folder.name} ready on cpu" in out
+    assert "speech 200 voice=alloy" in out and "Hello." not in out  # one line, no text
+
+
+def test_serve_without_config_serves_the_default_model_on_8880(tmp_path):
+    """Offline here, so the download fails; the attempt shows what would be served, and where."""
+    proc = start([], env_extra={"HF_HUB_OFFLINE": "1"}, cwd=tmp_path)
+    try:
+        code = proc.wait(120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("ownvoice serve did not stop after failing to load the model")
+    out = proc.stdout.read()
+    assert "serving on 127.0.0.1:8880" in out
+    assert "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice" in out
+    assert code == 1 and "ownvoice serve: error:" in out
