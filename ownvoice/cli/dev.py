@@ -32,6 +32,10 @@ def _random_checkpoint(args: argparse.Namespace) -> int:
     from ownvoice.dev.random_checkpoint import write_random_checkpoint
 
     t0 = time.perf_counter()
-    out = write_random_checkpoint(args.out, args.like, tiny=args.tiny, seed=args.seed, no_eos=args.no_eos)
-    print(f"wrote {args.like}{' (tiny)' if args.tiny else ''} to {out} in {time.perf_counter() - t0:.1f}s")
+    out = write_random_checkpoint(
+        args.out, args.like, tiny=args.tiny, seed=args.seed, no_eos=args.no_eos
+    )
+    print(
+        f"wrote {args.like}{' (tiny)' if args.tiny else ''} to {out} in {time.perf_counter() - t0:.1f}s"
+    )
     return 0

@@ -19,9 +19,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     voice.add_argument(
         "--x-vector-only", action="store_true", help="clone from the speaker embedding only"
     )
-    voice.add_argument("--instruct", help="voice description (VoiceDesign) or style (1.7B CustomVoice)")
+    voice.add_argument(
+        "--instruct", help="voice description (VoiceDesign) or style (1.7B CustomVoice)"
+    )
     p.add_argument("--language", default="auto", help="language name, or 'auto' (default)")
-    p.add_argument("--text-mode", choices=("streaming", "non-streaming"), help="how text enters the model")
+    p.add_argument(
+        "--text-mode", choices=("streaming", "non-streaming"), help="how text enters the model"
+    )
     p.add_argument("--seed", type=int)
     p.add_argument("--greedy", action="store_true", help="argmax instead of sampling (both stages)")
     p.add_argument("--max-frames", type=int, help="cap on frames (12.5 per second of audio)")
@@ -76,7 +80,9 @@ def run(args: argparse.Namespace) -> int:
 
     voice = args.speaker
     if args.ref_audio:
-        voice = engine.make_voice(args.ref_audio, ref_text=args.ref_text, x_vector_only=args.x_vector_only)
+        voice = engine.make_voice(
+            args.ref_audio, ref_text=args.ref_text, x_vector_only=args.x_vector_only
+        )
     options = SynthesisOptions(
         language=args.language,
         sampling=sampling,

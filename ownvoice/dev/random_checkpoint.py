@@ -107,7 +107,9 @@ def model_config_json(like: str, tiny: bool, transformers_version: str = "4.57.1
         raise ValueError(f"--like must be one of {LIKES}, got {like!r}")
     size, kind = like.split("-")
     s = (TINY if tiny else FULL)[size]
-    model_type = {"CustomVoice": "custom_voice", "Base": "base", "VoiceDesign": "voice_design"}[kind]
+    model_type = {"CustomVoice": "custom_voice", "Base": "base", "VoiceDesign": "voice_design"}[
+        kind
+    ]
     languages = dict(LANGUAGE_IDS)
     speakers, dialects = {}, {}
     if model_type == "custom_voice":
@@ -189,7 +191,9 @@ def model_config_json(like: str, tiny: bool, transformers_version: str = "4.57.1
     return cfg
 
 
-def random_model_weights(cfg: ModelConfig, seed: int, tiny: bool, no_eos: bool) -> dict[str, torch.Tensor]:
+def random_model_weights(
+    cfg: ModelConfig, seed: int, tiny: bool, no_eos: bool
+) -> dict[str, torch.Tensor]:
     """bf16 state dict of talker (+ speaker encoder) with the real key names.
 
     Made tensor by tensor in bf16, so a full-size 1.7B needs ~4 GB, not 8.

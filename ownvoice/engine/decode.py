@@ -60,14 +60,21 @@ def eager_frames(
             logits[:, cfg.codec_eos_id] = NEG_INF
         logits = logits.masked_fill(suppress, NEG_INF)
         code0 = pick(
-            logits, sampling.do_sample, sampling.temperature, sampling.top_k, sampling.top_p, generator
+            logits,
+            sampling.do_sample,
+            sampling.temperature,
+            sampling.top_k,
+            sampling.top_p,
+            generator,
         )
         # 2) end of speech: the EOS frame gets no residual codes
         if int(code0) == cfg.codec_eos_id:
             return "eos"
         history = torch.cat([history, code0[:, None]], dim=1)
         # 3) codebooks 1..15
-        frame = predict_residual_codes(talker.code_predictor, talker, hidden[:, -1:], code0, sampling, generator)
+        frame = predict_residual_codes(
+            talker.code_predictor, talker, hidden[:, -1:], code0, sampling, generator
+        )
         # 4) emit, then feed the frame back with the next text row
         yield frame
         if k == max_frames - 1:
@@ -92,7 +99,9 @@ def predict_residual_codes(
     codes = [code0]
     pos = 0
     for step in range(1, cp.num_steps + 1):
-        h = cp.model(cp.small_to_mtp_projection(x), positions_from(pos, x.shape[1], x.device), cache)
+        h = cp.model(
+            cp.small_to_mtp_projection(x), positions_from(pos, x.shape[1], x.device), cache
+        )
         pos += x.shape[1]
         logits = cp.lm_head[step - 1](h)[:, -1].float()
         code = pick(

@@ -23,7 +23,7 @@ import torch
 from ownvoice.engine.decode import eager_frames
 from ownvoice.engine.loading import LoadedModel, load_model
 from ownvoice.engine.options import EngineConfig, SamplingOptions, SynthesisOptions
-from ownvoice.engine.prompt import Conditioning, build_prompt
+from ownvoice.engine.prompt import build_prompt
 from ownvoice.engine.requests import resolve_request
 from ownvoice.engine.results import AudioChunk, Synthesis
 from ownvoice.engine.voice import VoicePrompt
@@ -79,6 +79,11 @@ class Engine:
         return self.model_config.instruct_supported
 
     @property
+    def model_fingerprint(self) -> str:
+        """Identifies the checkpoint a VoicePrompt was made with ('' for non-Base models)."""
+        return self._m.fingerprint
+
+    @property
     def default_sampling(self) -> SamplingOptions:
         return self._m.default_sampling
 
@@ -99,7 +104,9 @@ class Engine:
     # ---- voices -------------------------------------------------------------------------------
 
     @torch.inference_mode()
-    def make_voice(self, audio, ref_text: str | None = None, x_vector_only: bool = False) -> VoicePrompt:
+    def make_voice(
+        self, audio, ref_text: str | None = None, x_vector_only: bool = False
+    ) -> VoicePrompt:
         """Encode a reference clip (path, bytes, or (np.ndarray, sample_rate)) into a VoicePrompt.
 
         ICL mode (default) also needs `ref_text`, the transcript of the clip; x-vector-only
@@ -169,7 +176,9 @@ class Engine:
         if m.fast is not None:
             frames = m.fast.frames(prompt, req.sampling, req.max_frames, generator, should_stop)
         else:
-            frames = eager_frames(m.model.talker, prompt, req.sampling, req.max_frames, generator, should_stop)
+            frames = eager_frames(
+                m.model.talker, prompt, req.sampling, req.max_frames, generator, should_stop
+            )
         decoder = m.new_stream_decoder(req.cond.ref_codes)
         pending: list[torch.Tensor] = []
         index, start = 0, 0
@@ -220,4 +229,3 @@ class Engine:
             codes=np.concatenate([c.codes for c in chunks]).reshape(-1, 16),
             stop_reason=chunks[-1].stop_reason,
         )
-

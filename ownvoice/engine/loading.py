@@ -47,7 +47,9 @@ class LoadedModel:
     fingerprint: str  # identifies the speaker encoder + codec a VoicePrompt was made with
     fast: object | None = None  # FastDecoder when EngineConfig.fast
 
-    def new_stream_decoder(self, ref_codes: torch.Tensor | None) -> Callable[[torch.Tensor], np.ndarray]:
+    def new_stream_decoder(
+        self, ref_codes: torch.Tensor | None
+    ) -> Callable[[torch.Tensor], np.ndarray]:
         """A fresh incremental decoder: (n, 16) codes -> (n * 1920,) float32 samples.
 
         In ICL mode the reference codes are decoded first as left context and their audio
@@ -109,7 +111,9 @@ def load_model(path_or_id: str, config: EngineConfig) -> LoadedModel:
     model.talker.model.init_rope(device)
     model.talker.code_predictor.model.init_rope(device)
     model.eval()
-    codec = load_codec(folder / "speech_tokenizer", device, dtype, with_encoder=cfg.model_type == "base")
+    codec = load_codec(
+        folder / "speech_tokenizer", device, dtype, with_encoder=cfg.model_type == "base"
+    )
     gen = read_json(folder / "generation_config.json")
     fast = None
     if config.fast:
@@ -154,4 +158,3 @@ def _fingerprint(cfg: ModelConfig, model: Qwen3TTSModel) -> str:
     # hashing one small weight tells checkpoints apart without reading them all
     w = model.speaker_encoder.fc.weight.detach().float().cpu().numpy().tobytes()
     return f"{cfg.talker.hidden_size}-{hashlib.sha256(w).hexdigest()[:16]}"
-

@@ -80,7 +80,9 @@ class SynthesisOptions:
         if self.sampling is not None:
             self.sampling.validate()
         if self.max_frames is not None and self.max_frames < 1:
-            raise InvalidInput(f"max_frames must be >= 1, got {self.max_frames}", param="max_frames")
+            raise InvalidInput(
+                f"max_frames must be >= 1, got {self.max_frames}", param="max_frames"
+            )
         if self.text_mode is not None and self.text_mode not in TEXT_MODES:
             raise InvalidInput(
                 f"text_mode must be one of {TEXT_MODES}, got {self.text_mode!r}", param="text_mode"

@@ -65,7 +65,9 @@ def build_prompt(talker: Talker, cfg: ModelConfig, ids: PromptIds, cond: Conditi
         tag = [tc.codec_think_id, tc.codec_think_bos_id, cond.language_id, tc.codec_think_eos_id]
     prefix = [codec(tag)]
     if cond.speaker_id is not None:
-        prefix.append(talker.embed_codec(torch.tensor(cond.speaker_id, device=device)).view(1, 1, -1))
+        prefix.append(
+            talker.embed_codec(torch.tensor(cond.speaker_id, device=device)).view(1, 1, -1)
+        )
     elif cond.speaker_embedding is not None:
         prefix.append(cond.speaker_embedding.to(device, dtype).view(1, 1, -1))
     prefix.append(codec([tc.codec_pad_id, tc.codec_bos_id]))

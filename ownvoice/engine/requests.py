@@ -27,7 +27,9 @@ class Request:
     max_frames: int
 
 
-def resolve_request(m, text: str, voice, instruct: str | None, options: SynthesisOptions) -> Request:
+def resolve_request(
+    m, text: str, voice, instruct: str | None, options: SynthesisOptions
+) -> Request:
     """`m` is the engine's LoadedModel."""
     cfg = m.cfg
     if not isinstance(text, str):
@@ -39,7 +41,8 @@ def resolve_request(m, text: str, voice, instruct: str | None, options: Synthesi
     if cfg.model_type == "custom_voice":
         if isinstance(voice, VoicePrompt):
             raise InvalidInput(
-                f"{m.source} is a CustomVoice model; voice cloning needs a Base model", param="voice"
+                f"{m.source} is a CustomVoice model; voice cloning needs a Base model",
+                param="voice",
             )
         if not voice:
             raise InvalidInput(

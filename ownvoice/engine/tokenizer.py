@@ -80,7 +80,9 @@ class TextTokenizer:
         tok.normalizer = normalizers.NFC()
         tok.pre_tokenizer = pre_tokenizers.Sequence(
             [
-                pre_tokenizers.Split(Regex(QWEN_PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+                pre_tokenizers.Split(
+                    Regex(QWEN_PRETOKENIZE_REGEX), behavior="isolated", invert=False
+                ),
                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
             ]
         )

@@ -58,7 +58,9 @@ class VoicePrompt:
         stem = Path(stem)
         meta = json.loads(stem.with_suffix(".json").read_text())
         if meta.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"{stem}.json: unsupported voice prompt format {meta.get('format_version')}")
+            raise ValueError(
+                f"{stem}.json: unsupported voice prompt format {meta.get('format_version')}"
+            )
         tensors = load_file(stem.with_suffix(".safetensors"))
         return cls(
             speaker_embedding=tensors["speaker_embedding"],

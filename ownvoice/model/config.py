@@ -126,7 +126,9 @@ class ModelConfig:
                 f"config.json has tts_model_type={model_type!r}; expected one of {MODEL_TYPES}"
             )
         talker = _talker_from_hf(cfg.get("talker_config") or {})
-        cp = _code_predictor_from_hf((cfg.get("talker_config") or {}).get("code_predictor_config") or {})
+        cp = _code_predictor_from_hf(
+            (cfg.get("talker_config") or {}).get("code_predictor_config") or {}
+        )
         spk = None
         if model_type == "base":
             s = cfg.get("speaker_encoder_config") or {}

@@ -38,7 +38,9 @@ class TalkerBackbone(DecoderStack):
 
 
 class Talker(nn.Module):
-    def __init__(self, cfg: TalkerConfig, code_predictor: CodePredictor, implementation: str = "sdpa"):
+    def __init__(
+        self, cfg: TalkerConfig, code_predictor: CodePredictor, implementation: str = "sdpa"
+    ):
         super().__init__()
         self.cfg = cfg
         self.model = TalkerBackbone(cfg, implementation)
@@ -61,6 +63,7 @@ class Talker(nn.Module):
         """
         rows = [self.model.codec_embedding(codes[..., 0])]
         rows += [
-            emb(codes[..., q + 1]) for q, emb in enumerate(self.code_predictor.model.codec_embedding)
+            emb(codes[..., q + 1])
+            for q, emb in enumerate(self.code_predictor.model.codec_embedding)
         ]
         return torch.stack(rows, dim=-2).sum(-2)

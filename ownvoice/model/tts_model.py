@@ -12,7 +12,9 @@ from ownvoice.model.talker import Talker
 
 
 class Qwen3TTSModel(nn.Module):
-    def __init__(self, cfg: ModelConfig, with_speaker_encoder: bool = True, attention: str = "sdpa"):
+    def __init__(
+        self, cfg: ModelConfig, with_speaker_encoder: bool = True, attention: str = "sdpa"
+    ):
         super().__init__()
         self.cfg = cfg
         cp = CodePredictor(cfg.code_predictor, cfg.talker.hidden_size, attention)

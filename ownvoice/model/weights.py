@@ -90,8 +90,8 @@ def load_safetensors_into(
     state = {}
     with safe_open(str(path), framework="pt", device="cpu") as f:
         names = [k for k in f.keys() if k.startswith(prefix)]
-        extra = sorted(set(k[len(prefix):] for k in names) - set(expected))
-        missing = sorted(set(expected) - set(k[len(prefix):] for k in names))
+        extra = sorted(set(k[len(prefix) :] for k in names) - set(expected))
+        missing = sorted(set(expected) - set(k[len(prefix) :] for k in names))
         if extra or missing:
             raise ModelLoadError(
                 f"{path}: tensors do not match the model ({prefix!r}): "
@@ -99,7 +99,7 @@ def load_safetensors_into(
                 f"unexpected {extra[:5]}{'...' if len(extra) > 5 else ''}"
             )
         for key in names:
-            name = key[len(prefix):]
+            name = key[len(prefix) :]
             t = f.get_tensor(key)
             if tuple(t.shape) != tuple(expected[name].shape):
                 raise ModelLoadError(
@@ -116,7 +116,9 @@ def checkpoint_dtype(path: Path) -> torch.dtype:
     with safe_open(str(path), framework="pt", device="cpu") as f:
         for key in f.keys():
             t = f.get_slice(key)
-            dt = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32}.get(t.get_dtype())
+            dt = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32}.get(
+                t.get_dtype()
+            )
             if dt is not None:
                 return dt
     return torch.float32

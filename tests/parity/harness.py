@@ -96,7 +96,11 @@ def run_ours(engine, s: Scenario) -> Outcome:
         text_mode = "non-streaming" if s.non_streaming else "streaming"
     sampling = SamplingOptions.greedy() if s.seed is None else None
     options = SynthesisOptions(
-        language=s.language, sampling=sampling, seed=s.seed, max_frames=s.frames, text_mode=text_mode
+        language=s.language,
+        sampling=sampling,
+        seed=s.seed,
+        max_frames=s.frames,
+        text_mode=text_mode,
     )
     result = engine.synthesize(s.text, voice=voice, instruct=s.instruct, options=options)
     return Outcome(codes=result.codes, wav=result.audio, extra={"stop": result.stop_reason})

@@ -21,7 +21,9 @@ from tests.reference import import_reference
 pytestmark = pytest.mark.reference
 
 
-@pytest.mark.parametrize("like,scenario", GREEDY + SAMPLED + [LONG], ids=lambda v: getattr(v, "name", v))
+@pytest.mark.parametrize(
+    "like,scenario", GREEDY + SAMPLED + [LONG], ids=lambda v: getattr(v, "name", v)
+)
 def test_same_codes_and_audio(like, scenario, reference_models, our_engines):
     ref = run_reference(reference_models(like), scenario)
     ours = run_ours(our_engines(like), scenario)

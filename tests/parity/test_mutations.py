@@ -51,7 +51,9 @@ def _trailing_text_off_by_one(monkeypatch, engines):
 
 
 def _no_repetition_penalty(monkeypatch, engines):
-    monkeypatch.setattr(decode_module, "repetition_penalty", lambda logits, history, penalty: logits)
+    monkeypatch.setattr(
+        decode_module, "repetition_penalty", lambda logits, history, penalty: logits
+    )
 
 
 def _icl_without_reference_context(monkeypatch, engines):
@@ -61,7 +63,9 @@ def _icl_without_reference_context(monkeypatch, engines):
 
 def _decoder_activation(monkeypatch, engines):
     def snake_without_exp(self, x):
-        return x + 1.0 / (self.beta[None, :, None] + 1e-9) * torch.sin(x * self.alpha[None, :, None]).pow(2)
+        return x + 1.0 / (self.beta[None, :, None] + 1e-9) * torch.sin(
+            x * self.alpha[None, :, None]
+        ).pow(2)
 
     monkeypatch.setattr(SnakeBeta, "forward", snake_without_exp)
 

@@ -35,7 +35,14 @@ def test_mel_matches_reference():
     wav, sr = reference_clip(sr=24000, seconds=1.7)
     x = torch.from_numpy(wav)[None]
     ref = mel_spectrogram(
-        x, n_fft=1024, num_mels=128, sampling_rate=24000, hop_size=256, win_size=1024, fmin=0, fmax=12000
+        x,
+        n_fft=1024,
+        num_mels=128,
+        sampling_rate=24000,
+        hop_size=256,
+        win_size=1024,
+        fmin=0,
+        fmax=12000,
     ).transpose(1, 2)
     ours = log_mel_spectrogram(torch.from_numpy(wav))
     torch.testing.assert_close(ours.reshape(ref.shape), ref, atol=1e-5, rtol=1e-5)

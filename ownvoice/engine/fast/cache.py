@@ -23,9 +23,7 @@ class StaticKVCache:
 
     def at(self, start: int) -> StaticKVCache:
         if start >= self.max_len:
-            raise RuntimeError(
-                f"KV cache full: position {start} >= {self.max_len}; raise max_len"
-            )
+            raise RuntimeError(f"KV cache full: position {start} >= {self.max_len}; raise max_len")
         self.start = start
         return self
 

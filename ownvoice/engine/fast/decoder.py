@@ -223,7 +223,7 @@ class FastDecoder:
             s.text_row.copy_(row)
             self._draw_noise(sampling, generator)
             span = min(self.cache.max_len, _round_up(length + k + 1, self.bucket))
-            self.graphs.run(f"step/{span}", lambda: self._talker_step(span))
+            self.graphs.run(f"step/{span}", lambda span=span: self._talker_step(span))
         return "max_frames"
 
     def _configure(self, sampling: SamplingOptions) -> None:

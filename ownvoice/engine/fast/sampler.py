@@ -43,7 +43,10 @@ class SamplerSettings:
 
 
 def warp_probs(logits: torch.Tensor, s: SamplerSettings) -> torch.Tensor:
-    """Probabilities after temperature, top-k and top-p. logits (B, V) float32 -> (B, V)."""
+    """Probabilities after temperature, top-k and top-p. logits (B, V) float32 -> (B, V).
+
+    Not renormalised after top-p (the draw below is scale-invariant): divide by the row sum
+    for the distribution itself."""
     V = logits.shape[-1]
     scaled = logits / s.temperature
     sorted_desc, order = torch.sort(scaled, dim=-1, descending=True)
