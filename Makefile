@@ -20,6 +20,8 @@ test: install-test
 
 lint: install-test
 	$(VENV)/bin/ruff check ownvoice tests
+	$(VENV)/bin/ruff format --check ownvoice tests
+	$(VENV)/bin/hadolint docker/Dockerfile.*
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Generator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -113,6 +114,7 @@ class FastDecoder:
         self.suppress = talker_logit_mask(V, self.cfg.codec_eos_id, dev)
         self.eos = torch.tensor([self.cfg.codec_eos_id], device=dev)
         st = self.state
+        self.timer = None  # a PhaseTimer while benchmarking
         self.graphs = GraphRunner(
             enabled=use_cuda_graphs and self.device.type == "cuda",
             buffers=lambda: [st.hidden, st.code0, st.frame, st.pos, st.frame_index, st.seen],
@@ -197,6 +199,7 @@ class FastDecoder:
     ) -> Generator[torch.Tensor, None, str]:
         """Yield frames (1, 16) int64 (fresh tensors); return the stop reason."""
         s = self.state
+        timer = self.timer or _untimed
         length = prompt.embeds.shape[1]
         self._ensure_capacity(length + max_frames)
         self._configure(sampling)
@@ -204,26 +207,29 @@ class FastDecoder:
         s.frame_index.zero_()
         s.pos.fill_(length)
         # 1) prefill: variable length, so never graphed
-        positions = torch.arange(length, device=self.device)[None]
-        hidden = self.talker.model(prompt.embeds, positions, self.cache.at(0))
-        s.hidden.copy_(hidden[:, -1:])
-        self._draw_noise(sampling, generator)
-        self.graphs.run("head", self._pick_code0)
+        with timer("prefill"):
+            positions = torch.arange(length, device=self.device)[None]
+            hidden = self.talker.model(prompt.embeds, positions, self.cache.at(0))
+            s.hidden.copy_(hidden[:, -1:])
+            self._draw_noise(sampling, generator)
+            self.graphs.run("head", self._pick_code0)
         for k in range(max_frames):
             if should_stop is not None and should_stop():
                 return "cancelled"
             # 2) the one host sync per frame
             if int(s.code0) == self.cfg.codec_eos_id:
                 return "eos"
-            self.graphs.run("cp", self._predict_residual)
+            with timer("code_predictor"):
+                self.graphs.run("cp", self._predict_residual)
             yield s.frame.clone()
             if k == max_frames - 1:
                 break
             row = prompt.trailing[:, k : k + 1] if k < prompt.trailing.shape[1] else prompt.pad
             s.text_row.copy_(row)
-            self._draw_noise(sampling, generator)
-            span = min(self.cache.max_len, _round_up(length + k + 1, self.bucket))
-            self.graphs.run(f"step/{span}", lambda span=span: self._talker_step(span))
+            with timer("talker"):
+                self._draw_noise(sampling, generator)
+                span = min(self.cache.max_len, _round_up(length + k + 1, self.bucket))
+                self.graphs.run(f"step/{span}", lambda span=span: self._talker_step(span))
         return "max_frames"
 
     def _configure(self, sampling: SamplingOptions) -> None:
@@ -251,6 +257,11 @@ class FastDecoder:
             s.noise0.exponential_(generator=generator)
         if sampling.sub_do_sample:
             s.noise_cp.exponential_(generator=generator)
+
+
+@contextmanager
+def _untimed(name: str):
+    yield
 
 
 def _round_up(n: int, multiple: int) -> int:

@@ -1,0 +1,127 @@
+"""`ownvoice bench`: speed and memory of ownvoice, optionally beside the official package.
+
+Each configuration runs in its own process (one after the other, in this one command), so each
+memory peak is its own and the ratios compare runs made under the same conditions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class BenchSpec:
+    model: str
+    device: str = "cpu"
+    dtype: str = "float32"
+    frames: int = 48
+    threads: int = 2
+    first_chunk: int = 2
+    compare_reference: bool = False
+    int8: bool = False
+    cuda_graphs: bool = True
+
+
+def run_side(side: str, spec: BenchSpec, **extra) -> dict:
+    payload = dict(side=side, **spec.__dict__, **extra)
+    env = dict(os.environ, OMP_NUM_THREADS=str(spec.threads), TOKENIZERS_PARALLELISM="false")
+    proc = subprocess.run(
+        [sys.executable, "-m", "ownvoice.bench.worker", json.dumps(payload)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT ") :])
+    tail = (proc.stderr or proc.stdout).strip().splitlines()[-15:]
+    raise RuntimeError(f"benchmark side {side!r} failed:\n" + "\n".join(tail))
+
+
+def memory_bandwidth(device: str, threads: int) -> float:
+    """Bytes per second one pass over a large buffer reaches on this device."""
+    torch.set_num_threads(threads)
+    if device.startswith("cuda"):
+        x = torch.empty(512 * 2**20, dtype=torch.uint8, device=device)
+        y = torch.empty_like(x)
+        for _ in range(3):
+            y.copy_(x)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(10):
+            y.copy_(x)
+        torch.cuda.synchronize()
+        return 2 * x.numel() * 10 / (time.perf_counter() - t0)  # read + write
+    x = torch.ones(128 * 2**20 // 4)  # 128 MiB, far beyond any cache
+    x.sum()
+    t0 = time.perf_counter()
+    for _ in range(5):
+        x.sum()
+    return x.numel() * 4 * 5 / (time.perf_counter() - t0)
+
+
+def run_bench(spec: BenchSpec, log=print) -> dict:
+    rows = {}
+    log(f"ownvoice ({spec.dtype}) ...")
+    rows["ownvoice"] = run_side("ownvoice", spec)
+    if spec.int8:
+        log("ownvoice int8 ...")
+        rows["ownvoice int8"] = run_side("ownvoice", spec, quantize="int8")
+    if spec.compare_reference:
+        log("qwen-tts 0.1.1 (official) ...")
+        rows["qwen-tts 0.1.1"] = run_side("reference", spec)
+    bandwidth = memory_bandwidth(spec.device, spec.threads)
+    for name, r in rows.items():
+        if "bytes_per_frame" in r:
+            gen_s = (r.get("talker_ms", 0) + r.get("code_predictor_ms", 0)) / 1e3
+            r["floor_ms"] = 1e3 * r["bytes_per_frame"] / bandwidth
+            r["floor_fraction"] = r["floor_ms"] / 1e3 / gen_s if gen_s else None
+    out = dict(spec=spec.__dict__, bandwidth_gbs=bandwidth / 1e9, rows=rows)
+    if "qwen-tts 0.1.1" in rows:
+        ref = rows["qwen-tts 0.1.1"]["total_ms"]
+        out["speedup"] = {name: ref / r["total_ms"] for name, r in rows.items() if name != "qwen-tts 0.1.1"}
+    return out
+
+
+def format_table(result: dict) -> str:
+    spec = result["spec"]
+    head = (
+        f"ownvoice bench: {spec['model']} on {spec['device']} ({spec['threads']} threads), "
+        f"{spec['frames']} frames, memory bandwidth {result['bandwidth_gbs']:.1f} GB/s"
+    )
+    cols = [
+        ("engine", 16), ("dtype", 9), ("talker", 7), ("code pred", 9), ("decoder", 8),
+        ("ms/frame", 9), ("RTF", 6), ("frames/s", 8), ("TTFA ms", 8), ("peak RSS", 9),
+        ("floor", 6),
+    ]  # fmt: skip
+    lines = [head, " ".join(name.rjust(w) for name, w in cols)]
+    for name, r in result["rows"].items():
+        gen_only = r.get("generation_ms")
+        cells = [
+            name,
+            r["dtype"],
+            _ms(r.get("talker_ms", gen_only)),
+            _ms(r.get("code_predictor_ms")) if "code_predictor_ms" in r else "(incl.)",
+            _ms(r.get("decoder_ms")),
+            _ms(r["total_ms"]),
+            f"{r['rtf']:.2f}",
+            f"{r['frames_per_s']:.1f}",
+            _ms(r.get("ttfa_ms")),
+            f"{r['peak_rss'] / 2**30:.2f}G",
+            f"{100 * r['floor_fraction']:.0f}%" if r.get("floor_fraction") else "-",
+        ]
+        lines.append(" ".join(str(c).rjust(w) for c, (_, w) in zip(cells, cols, strict=True)))
+    for name, x in result.get("speedup", {}).items():
+        lines.append(f"{name}: {x:.2f}x faster than qwen-tts 0.1.1 end to end (ms/frame incl. decoding)")
+    return "\n".join(lines)
+
+
+def _ms(value) -> str:
+    return "-" if value is None else f"{value:.1f}"

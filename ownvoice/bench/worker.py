@@ -1,0 +1,202 @@
+"""One side of a benchmark, run in its own process so its memory peak is its own.
+
+    python -m ownvoice.bench.worker '<json spec>'   ->   prints one JSON result line
+
+Sides: "ownvoice" (our engine, fast path unless told otherwise) and "reference" (the official
+qwen-tts package on the same checkpoint). Both generate a fixed number of frames with sampling
+(seeded); checkpoints built with `--no-eos` never stop early.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+
+import numpy as np
+import torch
+
+TEXT = (
+    "The quick brown fox jumps over the lazy dog, and then it runs far away into the forest, "
+    "where nobody can find it until the next morning."
+)
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def voice_for(engine):
+    if engine.model_type == "custom_voice":
+        return dict(voice=engine.supported_speakers[0])
+    if engine.model_type == "voice_design":
+        return dict(instruct="A calm, clear voice.")
+    from ownvoice.dev.random_speaker_encoder import synthetic_voice
+
+    clip = synthetic_voice(np.random.default_rng(0), 3.0)
+    return dict(voice=engine.make_voice((clip, 24000), x_vector_only=True))
+
+
+def run_ours(spec: dict) -> dict:
+    from ownvoice.engine.engine import Engine
+    from ownvoice.engine.fast.timing import PhaseTimer
+    from ownvoice.engine.options import SynthesisOptions
+
+    t0 = time.perf_counter()
+    engine = Engine.load(
+        spec["model"],
+        device=spec["device"],
+        dtype=spec["dtype"],
+        fast=spec.get("fast", True),
+        use_cuda_graphs=spec.get("cuda_graphs", True),
+        quantize=spec.get("quantize"),
+    )
+    load_s = time.perf_counter() - t0
+    kw = voice_for(engine)
+    frames = spec["frames"]
+    opts = SynthesisOptions(language="english", seed=0, max_frames=frames)
+    t0 = time.perf_counter()
+    engine.synthesize(TEXT, **kw, options=opts.with_(max_frames=8))  # warm-up, graph capture
+    warmup_s = time.perf_counter() - t0
+
+    # 1) the split: generation phases with a timer, then the decoder alone
+    result: dict = {"load_s": load_s, "warmup_s": warmup_s}
+    fast = engine._m.fast
+    if fast is not None:
+        fast.timer = PhaseTimer(torch.device(engine.device))
+    rss_start = rss_bytes()
+    chunks = list(engine.stream(TEXT, **kw, options=opts.with_(first_chunk_frames=8)))
+    codes = np.concatenate([c.codes for c in chunks])
+    n = len(codes)
+    if fast is not None:
+        totals = fast.timer.totals
+        result["talker_ms"] = 1e3 * totals["talker"] / max(n - 1, 1)
+        result["code_predictor_ms"] = 1e3 * totals["code_predictor"] / n
+        result["prefill_ms"] = 1e3 * totals["prefill"]
+        fast.timer = None
+    decoder = engine._m.new_stream_decoder(None)
+    codes_t = torch.from_numpy(codes)
+    sync(engine.device)
+    t0 = time.perf_counter()
+    for i in range(0, n, 8):
+        decoder(codes_t[i : i + 8])
+    sync(engine.device)
+    result["decoder_ms"] = 1e3 * (time.perf_counter() - t0) / n
+
+    # 2) end to end, streaming, untimed phases: time to first audio and real-time factor
+    t0 = time.perf_counter()
+    first = None
+    total_frames = 0
+    rss_max = rss_bytes()
+    for chunk in engine.stream(TEXT, **kw, options=opts.with_(first_chunk_frames=spec["first_chunk"])):
+        if first is None:
+            first = time.perf_counter() - t0
+        total_frames += chunk.num_frames
+        rss_max = max(rss_max, rss_bytes())
+    wall = time.perf_counter() - t0
+    result.update(
+        frames=total_frames,
+        total_ms=1e3 * wall / total_frames,
+        rtf=wall / (total_frames * 0.08),
+        ttfa_ms=1e3 * first,
+        frames_per_s=total_frames / wall,
+        peak_rss=peak_rss_bytes(),
+        rss_growth=rss_max - rss_start,
+        dtype=engine.dtype,
+        device=engine.device,
+        bytes_per_frame=weight_bytes_per_frame(engine),
+    )
+    if engine.device.startswith("cuda"):
+        result["peak_gpu"] = torch.cuda.max_memory_allocated()
+    return result
+
+
+def weight_bytes_per_frame(engine) -> int:
+    """Weight bytes one frame must read: the talker's layers and head once, and per code-
+    predictor step its layers, one head and the input projection (batch 1, no caching)."""
+    talker = engine._m.model.talker
+    cp = talker.code_predictor
+
+    def nbytes(module) -> int:
+        return sum(p.numel() * p.element_size() for p in module.parameters())
+
+    per_cp_step = nbytes(cp.model.layers) + nbytes(cp.lm_head[0]) + nbytes(cp.small_to_mtp_projection)
+    return nbytes(talker.model.layers) + nbytes(talker.codec_head) + cp.num_steps * per_cp_step
+
+
+def run_reference(spec: dict) -> dict:
+    from ownvoice.bench.reference import import_qwen_tts
+
+    qwen_tts = import_qwen_tts()
+    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[spec["dtype"]]
+    t0 = time.perf_counter()
+    kwargs = dict(dtype=dtype)
+    if spec["device"].startswith("cuda"):
+        kwargs["device_map"] = spec["device"]
+    model = qwen_tts.Qwen3TTSModel.from_pretrained(spec["model"], **kwargs)
+    load_s = time.perf_counter() - t0
+    speakers = sorted(model.model.get_supported_speakers())
+    frames = spec["frames"]
+    decode_time = [0.0]
+    original = model.model.speech_tokenizer.decode
+
+    def timed_decode(*a, **k):
+        sync(spec["device"])
+        t = time.perf_counter()
+        out = original(*a, **k)
+        sync(spec["device"])
+        decode_time[0] += time.perf_counter() - t
+        return out
+
+    model.model.speech_tokenizer.decode = timed_decode
+
+    def generate(n):
+        torch.manual_seed(0)
+        return model.generate_custom_voice(TEXT, speaker=speakers[0], language="english", max_new_tokens=n + 1)
+
+    generate(8)
+    decode_time[0] = 0.0
+    t0 = time.perf_counter()
+    wavs, _ = generate(frames)
+    sync(spec["device"])
+    wall = time.perf_counter() - t0
+    n = len(wavs[0]) // 1920
+    gen = wall - decode_time[0]
+    return dict(
+        load_s=load_s,
+        frames=n,
+        generation_ms=1e3 * gen / n,
+        decoder_ms=1e3 * decode_time[0] / n,
+        total_ms=1e3 * wall / n,
+        rtf=wall / (n * 0.08),
+        frames_per_s=n / wall,
+        peak_rss=peak_rss_bytes(),
+        dtype=spec["dtype"],
+        device=spec["device"],
+    )
+
+
+def main() -> None:
+    spec = json.loads(sys.argv[1])
+    torch.set_num_threads(spec["threads"])
+    import logging
+
+    logging.basicConfig(level=logging.WARNING)
+    result = run_reference(spec) if spec["side"] == "reference" else run_ours(spec)
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
