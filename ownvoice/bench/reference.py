@@ -13,7 +13,13 @@ import importlib.util
 import sys
 from types import ModuleType
 
-STUBBED = ("sox", "onnxruntime", "torchaudio", "torchaudio.compliance", "torchaudio.compliance.kaldi")
+STUBBED = (
+    "sox",
+    "onnxruntime",
+    "torchaudio",
+    "torchaudio.compliance",
+    "torchaudio.compliance.kaldi",
+)
 
 
 def import_qwen_tts() -> ModuleType:

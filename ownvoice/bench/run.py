@@ -78,7 +78,7 @@ def run_bench(spec: BenchSpec, log=print) -> dict:
         log("qwen-tts 0.1.1 (official) ...")
         rows["qwen-tts 0.1.1"] = run_side("reference", spec)
     bandwidth = memory_bandwidth(spec.device, spec.threads)
-    for name, r in rows.items():
+    for r in rows.values():
         if "bytes_per_frame" in r:
             gen_s = (r.get("talker_ms", 0) + r.get("code_predictor_ms", 0)) / 1e3
             r["floor_ms"] = 1e3 * r["bytes_per_frame"] / bandwidth
@@ -86,7 +86,9 @@ def run_bench(spec: BenchSpec, log=print) -> dict:
     out = dict(spec=spec.__dict__, bandwidth_gbs=bandwidth / 1e9, rows=rows)
     if "qwen-tts 0.1.1" in rows:
         ref = rows["qwen-tts 0.1.1"]["total_ms"]
-        out["speedup"] = {name: ref / r["total_ms"] for name, r in rows.items() if name != "qwen-tts 0.1.1"}
+        out["speedup"] = {
+            name: ref / r["total_ms"] for name, r in rows.items() if name != "qwen-tts 0.1.1"
+        }
     return out
 
 
@@ -119,7 +121,9 @@ def format_table(result: dict) -> str:
         ]
         lines.append(" ".join(str(c).rjust(w) for c, (_, w) in zip(cells, cols, strict=True)))
     for name, x in result.get("speedup", {}).items():
-        lines.append(f"{name}: {x:.2f}x faster than qwen-tts 0.1.1 end to end (ms/frame incl. decoding)")
+        lines.append(
+            f"{name}: {x:.2f}x faster than qwen-tts 0.1.1 end to end (ms/frame incl. decoding)"
+        )
     return "\n".join(lines)
 
 

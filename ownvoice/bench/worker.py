@@ -100,7 +100,9 @@ def run_ours(spec: dict) -> dict:
     first = None
     total_frames = 0
     rss_max = rss_bytes()
-    for chunk in engine.stream(TEXT, **kw, options=opts.with_(first_chunk_frames=spec["first_chunk"])):
+    for chunk in engine.stream(
+        TEXT, **kw, options=opts.with_(first_chunk_frames=spec["first_chunk"])
+    ):
         if first is None:
             first = time.perf_counter() - t0
         total_frames += chunk.num_frames
@@ -132,7 +134,9 @@ def weight_bytes_per_frame(engine) -> int:
     def nbytes(module) -> int:
         return sum(p.numel() * p.element_size() for p in module.parameters())
 
-    per_cp_step = nbytes(cp.model.layers) + nbytes(cp.lm_head[0]) + nbytes(cp.small_to_mtp_projection)
+    per_cp_step = (
+        nbytes(cp.model.layers) + nbytes(cp.lm_head[0]) + nbytes(cp.small_to_mtp_projection)
+    )
     return nbytes(talker.model.layers) + nbytes(talker.codec_head) + cp.num_steps * per_cp_step
 
 
@@ -140,7 +144,9 @@ def run_reference(spec: dict) -> dict:
     from ownvoice.bench.reference import import_qwen_tts
 
     qwen_tts = import_qwen_tts()
-    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[spec["dtype"]]
+    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[
+        spec["dtype"]
+    ]
     t0 = time.perf_counter()
     kwargs = dict(dtype=dtype)
     if spec["device"].startswith("cuda"):
@@ -164,7 +170,9 @@ def run_reference(spec: dict) -> dict:
 
     def generate(n):
         torch.manual_seed(0)
-        return model.generate_custom_voice(TEXT, speaker=speakers[0], language="english", max_new_tokens=n + 1)
+        return model.generate_custom_voice(
+            TEXT, speaker=speakers[0], language="english", max_new_tokens=n + 1
+        )
 
     generate(8)
     decode_time[0] = 0.0

@@ -68,7 +68,9 @@ class LoadedModel:
             return out[0].float().cpu().numpy()
 
         if ref_codes is not None:
-            push(ref_codes)
+            # advances the decoder state over the reference without making its audio
+            with torch.inference_mode():
+                dec.prime(ref_codes.to(self.device).T[None])
         return push
 
 
@@ -104,7 +106,8 @@ def load_model(path_or_id: str, config: EngineConfig) -> LoadedModel:
     folder = resolve_checkpoint(path_or_id)
     cfg = ModelConfig.from_hf(read_json(folder / "config.json"))
     device = resolve_device(config.device)
-    dtype = resolve_dtype(config.dtype, device, checkpoint_dtype(folder / "model.safetensors"))
+    stored = checkpoint_dtype(folder / "model.safetensors")
+    dtype = resolve_dtype(config.dtype, device, stored)
     with torch.device("meta"):
         model = Qwen3TTSModel(cfg, attention=config.attention)
     load_safetensors_into(model, folder / "model.safetensors", "", device, dtype)
@@ -119,7 +122,11 @@ def load_model(path_or_id: str, config: EngineConfig) -> LoadedModel:
     if config.fast:
         from ownvoice.engine.fast.decoder import FastDecoder
 
+        if device.type == "cpu":
+            _pack_for_cpu(model, config, stored)
         fast = FastDecoder(model.talker, use_cuda_graphs=config.use_cuda_graphs)
+    elif config.quantize:
+        raise InvalidInput("quantize needs the fast path (fast=True)", param="quantize")
     return LoadedModel(
         source=path_or_id,
         folder=folder,
@@ -135,6 +142,27 @@ def load_model(path_or_id: str, config: EngineConfig) -> LoadedModel:
         fingerprint=_fingerprint(cfg, model),
         fast=fast,
     )
+
+
+def _pack_for_cpu(model: Qwen3TTSModel, config: EngineConfig, stored: torch.dtype) -> None:
+    """CPU fast path: decode-loop linears in our kernels, weights kept in the checkpoint's own
+    16 bits (exact) or int8 when asked; activations stay in float32."""
+    from ownvoice.engine.fast.packed import pack_talker
+    from ownvoice.kernels import cpu_kernels
+
+    kernels = cpu_kernels()
+    if kernels is None:
+        if config.quantize:
+            raise InvalidInput(
+                "quantize='int8' needs the CPU kernels (x86-64 with AVX2 and a C++ compiler)",
+                param="quantize",
+            )
+        return
+    mode = (
+        "int8" if config.quantize == "int8" else "bf16" if stored == torch.bfloat16 else "float32"
+    )
+    n = pack_talker(model.talker, mode, kernels)
+    log.info("CPU fast path: %d linears in %s", n, mode)
 
 
 def sampling_from_generation_config(gen: dict) -> SamplingOptions:

@@ -42,8 +42,7 @@ class Conditioning:
 
 def build_prompt(talker: Talker, cfg: ModelConfig, ids: PromptIds, cond: Conditioning) -> Prompt:
     tc = cfg.talker
-    device = talker.codec_head.weight.device
-    dtype = talker.codec_head.weight.dtype
+    device, dtype = talker.device, talker.activation_dtype
 
     def tensor(values: list[int]) -> torch.Tensor:
         return torch.tensor([values], dtype=torch.long, device=device)

@@ -48,6 +48,15 @@ class Talker(nn.Module):
         self.codec_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         self.code_predictor = code_predictor
 
+    @property
+    def activation_dtype(self) -> torch.dtype:
+        # from a norm weight: linears may have been packed into other dtypes for decoding
+        return self.model.norm.weight.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.norm.weight.device
+
     def embed_text(self, ids: torch.Tensor) -> torch.Tensor:
         """Text-track rows: (..., T) token ids -> (..., T, H)."""
         return self.text_projection(self.model.text_embedding(ids))

@@ -78,8 +78,7 @@ class FastDecoder:
         initial_capacity: int = 1024,
     ):
         self.talker = talker
-        p = talker.codec_head.weight
-        self.device, self.dtype = p.device, p.dtype
+        self.device, self.dtype = talker.device, talker.activation_dtype
         self.bucket = bucket
         self.cfg = talker.cfg
         tc = talker.cfg.transformer

@@ -1,0 +1,72 @@
+"""Linear layers stored compactly for the CPU decode loop: bf16 (lossless for bf16 checkpoints),
+float32, or int8 with one scale per output channel. Activations stay float32.
+
+`pack_talker(talker, mode)` swaps the decode-time linears of the talker and code predictor in
+place. The text projection and embeddings (prefill only) keep their torch form.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ownvoice.model.talker import Talker
+
+MODES = ("bf16", "float32", "int8")
+
+
+class PackedLinear(nn.Module):
+    def __init__(self, linear: nn.Linear, mode: str, kernels):
+        super().__init__()
+        self.mode, self.kernels = mode, kernels
+        w = linear.weight.detach()
+        if mode == "int8":
+            # symmetric per-output-channel: w ~= q * scale, q in [-127, 127]
+            wf = w.float()
+            scale = wf.abs().amax(dim=1).clamp(min=1e-12) / 127
+            self.register_buffer(
+                "weight", (wf / scale[:, None]).round().to(torch.int8).contiguous()
+            )
+            self.register_buffer("scale", scale.contiguous())
+        else:
+            dtype = torch.bfloat16 if mode == "bf16" else torch.float32
+            self.register_buffer("weight", w.to(dtype).contiguous())
+            self.register_buffer("scale", None)
+        bias = linear.bias
+        self.register_buffer("bias", None if bias is None else bias.detach().float().contiguous())
+        self.out_features, self.in_features = w.shape
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = x.shape
+        x2 = x.reshape(-1, shape[-1]).float().contiguous()
+        if self.mode == "int8":
+            y = self.kernels.linear_int8(x2, self.weight, self.scale, self.bias)
+        elif self.mode == "bf16":
+            y = self.kernels.linear_bf16(x2, self.weight, self.bias)
+        else:
+            y = self.kernels.linear_f32(x2, self.weight, self.bias)
+        return y.reshape(*shape[:-1], self.out_features).to(x.dtype)
+
+    def reference_forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The same product with torch ops (tests compare the kernels against it)."""
+        w = self.weight.float()
+        if self.scale is not None:
+            w = w * self.scale[:, None]
+        return F.linear(x.float(), w, self.bias).to(x.dtype)
+
+
+def pack_talker(talker: Talker, mode: str, kernels) -> int:
+    """Replace the decode-loop linears by PackedLinear; returns how many were packed."""
+    if mode not in MODES:
+        raise ValueError(f"pack mode must be one of {MODES}, got {mode!r}")
+    roots = [talker.model.layers, talker.code_predictor]
+    count = 0
+    for root in roots:
+        for parent in list(root.modules()):
+            for name, child in list(parent.named_children()):
+                if isinstance(child, nn.Linear):
+                    setattr(parent, name, PackedLinear(child, mode, kernels))
+                    count += 1
+    talker.codec_head = PackedLinear(talker.codec_head, mode, kernels)
+    return count + 1

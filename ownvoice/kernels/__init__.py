@@ -1,0 +1,63 @@
+"""Our CPU matrix-vector kernels (cpu_linear.cpp), compiled on first use and cached.
+
+torch.utils.cpp_extension builds them with the system C++ compiler into torch's extension cache
+(~/.cache/torch_extensions), once per machine and source version. Without a compiler, on a CPU
+without AVX2/FMA, or with OWNVOICE_NO_KERNELS=1, `cpu_kernels()` returns None and callers keep
+torch's own ops.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import threading
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+_lock = threading.Lock()
+_state: dict = {}
+
+
+def cpu_supports_avx2() -> bool:
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return " avx2 " in flags.replace("\n", " ") and " fma " in flags.replace("\n", " ")
+
+
+def cpu_kernels():
+    """The compiled extension module, or None where it cannot be had (see module docstring)."""
+    with _lock:
+        if "module" in _state:
+            return _state["module"]
+        _state["module"] = None
+        if os.environ.get("OWNVOICE_NO_KERNELS") == "1":
+            log.info("CPU kernels disabled by OWNVOICE_NO_KERNELS=1")
+        elif not cpu_supports_avx2():
+            log.info("CPU kernels need x86-64 with AVX2 and FMA; using torch's ops")
+        else:
+            _state["module"] = _build()
+        return _state["module"]
+
+
+def _build():
+    from torch.utils.cpp_extension import load
+
+    source = Path(__file__).with_name("cpu_linear.cpp")
+    try:
+        module = load(
+            name="ownvoice_cpu_linear_v1",
+            sources=[str(source)],
+            extra_cflags=["-O3", "-mavx2", "-mfma", "-fopenmp"],
+            extra_ldflags=["-fopenmp"],
+            verbose=False,
+        )
+    except Exception as e:  # no compiler, no headers, no ninja: the torch ops still work
+        log.warning("could not build the CPU kernels (%s); decoding uses torch's slower ops", e)
+        return None
+    return module
