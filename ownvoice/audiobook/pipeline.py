@@ -1,6 +1,6 @@
 """The whole job: read -> plan -> render missing chunks -> assemble -> encode once -> report.
 
-    report = render_book("book.epub", "book.m4b", ServerBackend("http://127.0.0.1:8000", voice="ryan"))
+    report = render_book("book.epub", "book.m4b", ServerBackend("http://127.0.0.1:8880", voice="ryan"))
 
 If any chunk still fails after its retries, nothing is encoded: the report lists the failures and
 every finished chunk stays in the work folder, so running the same command again only retries

@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     src = p.add_argument_group("where the speech comes from (one of)")
     where = src.add_mutually_exclusive_group(required=True)
     where.add_argument(
-        "--server", metavar="URL", help="an OpenAI-compatible server, e.g. http://127.0.0.1:8000"
+        "--server", metavar="URL", help="an OpenAI-compatible server, e.g. http://127.0.0.1:8880"
     )
     where.add_argument("--model", metavar="DIR_OR_ID", help="load a checkpoint in this process")
     src.add_argument(
