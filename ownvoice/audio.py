@@ -44,6 +44,8 @@ def load_audio(source: AudioSource) -> tuple[np.ndarray, int]:
         samples, rate = _from_array(source)
         what = "audio array"
     elif isinstance(source, bytes | bytearray | memoryview):
+        if len(source) == 0:
+            raise AudioError("uploaded audio is empty (0 bytes)")
         samples, rate = _decode(io.BytesIO(bytes(source)), "uploaded audio")
         what = "uploaded audio"
     elif isinstance(source, str | os.PathLike):
@@ -62,7 +64,7 @@ def load_audio(source: AudioSource) -> tuple[np.ndarray, int]:
         samples = samples.mean(axis=1)
     samples = np.ascontiguousarray(samples, dtype=np.float32)
     if samples.size == 0:
-        raise AudioError(f"{what} contains no samples")
+        raise AudioError(f"{what} is empty: it contains no samples")
     if not np.isfinite(samples).all():
         raise AudioError(f"{what} contains NaN or infinite samples")
     return samples, rate
