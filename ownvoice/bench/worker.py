@@ -132,7 +132,9 @@ def weight_bytes_per_frame(engine) -> int:
     cp = talker.code_predictor
 
     def nbytes(module) -> int:
-        return sum(p.numel() * p.element_size() for p in module.parameters())
+        # packed CPU weights are buffers; count both (norm weights are a rounding error)
+        tensors = list(module.parameters()) + [b for b in module.buffers() if b is not None]
+        return sum(t.numel() * t.element_size() for t in tensors)
 
     per_cp_step = (
         nbytes(cp.model.layers) + nbytes(cp.lm_head[0]) + nbytes(cp.small_to_mtp_projection)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,9 +109,18 @@ def load_model(path_or_id: str, config: EngineConfig) -> LoadedModel:
     device = resolve_device(config.device)
     stored = checkpoint_dtype(folder / "model.safetensors")
     dtype = resolve_dtype(config.dtype, device, stored)
+    if config.fast and device.type == "cpu" and dtype != torch.float32:
+        # the CPU fast path computes in float32 on the checkpoint's own 16-bit weights: more
+        # exact than bf16 arithmetic, and faster on CPUs without native bf16
+        log.info("CPU fast path: computing in float32 (weights stay %s)", stored)
+        dtype = torch.float32
     with torch.device("meta"):
         model = Qwen3TTSModel(cfg, attention=config.attention)
-    load_safetensors_into(model, folder / "model.safetensors", "", device, dtype)
+    cpu_fast = config.fast and device.type == "cpu" and _cpu_kernels() is not None
+    # the CPU fast path repacks the decode-loop matrices from their stored 16 bits: loading
+    # them as float32 first would only double the peak memory
+    keep = _decode_matrix if cpu_fast else (lambda name: False)
+    load_safetensors_into(model, folder / "model.safetensors", "", device, dtype, keep_stored=keep)
     model.talker.model.init_rope(device)
     model.talker.code_predictor.model.init_rope(device)
     model.eval()
@@ -142,6 +152,23 @@ def load_model(path_or_id: str, config: EngineConfig) -> LoadedModel:
         fingerprint=_fingerprint(cfg, model),
         fast=fast,
     )
+
+
+_DECODE_MATRIX = re.compile(
+    r"talker\.(model\.layers\.\d+\.(self_attn|mlp)\.\w+_proj|codec_head"
+    r"|code_predictor\.(model\.layers\.\d+\.(self_attn|mlp)\.\w+_proj|lm_head\.\d+"
+    r"|small_to_mtp_projection))\.weight"
+)
+
+
+def _cpu_kernels():
+    from ownvoice.kernels import cpu_kernels
+
+    return cpu_kernels()
+
+
+def _decode_matrix(name: str) -> bool:
+    return _DECODE_MATRIX.fullmatch(name) is not None
 
 
 def _pack_for_cpu(model: Qwen3TTSModel, config: EngineConfig, stored: torch.dtype) -> None:

@@ -109,7 +109,7 @@ class EngineConfig:
     # "eager" is the simple reference-order path kept for parity; "sdpa" uses torch's fused kernel
     attention: str = "sdpa"
     # fast decode loop (static KV cache, device-side sampling); False = the eager parity loop
-    fast: bool = False
+    fast: bool = True
     use_cuda_graphs: bool = True  # only where the device supports them
     use_compile: bool = False
     # None = exact incremental streaming decoder; N = re-decode the last N frames per chunk

@@ -1,4 +1,4 @@
-"""Our CPU matrix-vector kernels (cpu_linear.cpp), compiled on first use and cached.
+"""Our CPU kernels of the decode loop (cpu_ops.cpp), compiled on first use and cached.
 
 torch.utils.cpp_extension builds them with the system C++ compiler into torch's extension cache
 (~/.cache/torch_extensions), once per machine and source version. Without a compiler, on a CPU
@@ -8,6 +8,7 @@ torch's own ops.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import platform
@@ -48,10 +49,12 @@ def cpu_kernels():
 def _build():
     from torch.utils.cpp_extension import load
 
-    source = Path(__file__).with_name("cpu_linear.cpp")
+    source = Path(__file__).with_name("cpu_ops.cpp")
+    # the name carries the source's hash: an edited kernel never reuses a stale build
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
     try:
         module = load(
-            name="ownvoice_cpu_linear_v1",
+            name=f"ownvoice_cpu_ops_{digest}",
             sources=[str(source)],
             extra_cflags=["-O3", "-mavx2", "-mfma", "-fopenmp"],
             extra_ldflags=["-fopenmp"],

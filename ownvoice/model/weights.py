@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -80,11 +81,13 @@ def load_safetensors_into(
     prefix: str,
     device: torch.device,
     dtype: torch.dtype | None,
+    keep_stored: Callable[[str], bool] = lambda name: False,
 ) -> None:
     """Load the tensors under `prefix` in a safetensors file into `module` (built on meta).
 
     Every parameter and persistent buffer must be present with the right shape; extra tensors
-    under the prefix are an error too, so a wrong checkpoint never loads half-way.
+    under the prefix are an error too, so a wrong checkpoint never loads half-way. Tensors for
+    which `keep_stored(name)` holds keep the file's dtype (they are repacked right after).
     """
     expected = module.state_dict()
     state = {}
@@ -105,7 +108,7 @@ def load_safetensors_into(
                 raise ModelLoadError(
                     f"{path}: {key} has shape {tuple(t.shape)}, expected {tuple(expected[name].shape)}"
                 )
-            if dtype is not None and t.is_floating_point():
+            if dtype is not None and t.is_floating_point() and not keep_stored(name):
                 t = t.to(dtype)
             state[name] = t.to(device)
     module.load_state_dict(state, strict=True, assign=True)

@@ -34,7 +34,9 @@ def our_engines(tiny_checkpoints):
 
     def get(like):
         if like not in cache:
-            cache[like] = Engine.load(str(tiny_checkpoints[like]), device="cpu", dtype="float32")
+            cache[like] = Engine.load(
+                str(tiny_checkpoints[like]), device="cpu", dtype="float32", fast=False
+            )
         return cache[like]
 
     return get

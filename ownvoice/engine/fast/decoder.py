@@ -114,10 +114,40 @@ class FastDecoder:
         self.eos = torch.tensor([self.cfg.codec_eos_id], device=dev)
         st = self.state
         self.timer = None  # a PhaseTimer while benchmarking
+        self.host_pos = 0  # s.pos mirrored on the host (CPU kernels take it as an int)
+        self.cpu_talker = self.cpu_cp = None
+        if self.device.type == "cpu":
+            self._use_cpu_kernels()
         self.graphs = GraphRunner(
             enabled=use_cuda_graphs and self.device.type == "cuda",
             buffers=lambda: [st.hidden, st.code0, st.frame, st.pos, st.frame_index, st.seen],
         )
+
+    def _use_cpu_kernels(self) -> None:
+        """On the CPU, step both decoder stacks with our C++ layer kernel when possible."""
+        from ownvoice.engine.fast.arena import Arena
+        from ownvoice.engine.fast.cpu_stack import CpuStack
+        from ownvoice.engine.fast.packed import PackedLinear
+        from ownvoice.kernels import cpu_kernels
+
+        kernels = cpu_kernels()
+        cp = self.talker.code_predictor
+        if kernels is None or not (
+            CpuStack.supported(self.talker.model) and CpuStack.supported(cp.model)
+        ):
+            return
+        self.cpu_talker = CpuStack(self.talker.model, kernels)
+        self.cpu_cp = CpuStack(cp.model, kernels)
+        # the heads are streamed every frame too: into huge pages with the layers
+        heads = [self.talker.codec_head, *cp.lm_head]
+        if isinstance(cp.small_to_mtp_projection, PackedLinear):
+            heads.append(cp.small_to_mtp_projection)
+        arena = Arena([h.weight for h in heads])
+        for head in heads:
+            head.weight = arena.take(head.weight)
+        positions = torch.arange(cp.num_steps + 1)[None]
+        cos, sin = rope_cos_sin(positions, cp.model.inv_freq, torch.float32)
+        self.cp_rope = (cos[0].contiguous(), sin[0].contiguous())
 
     # ---- buffers ---------------------------------------------------------------------------
 
@@ -171,6 +201,41 @@ class FastDecoder:
             s.frame[:, step] = code
             x = cp.embed_code(step, code[:, None])
 
+    def _predict_residual_cpu(self) -> None:
+        """`_predict_residual` one token at a time through the C++ layer kernel."""
+        s, cp, talker = self.state, self.talker.code_predictor, self.talker
+        s.seen.scatter_(1, s.code0[:, None], True)
+        s.frame[:, 0] = s.code0
+        cos, sin = self.cp_rope
+
+        def feed(rows: torch.Tensor, pos: int) -> torch.Tensor:
+            x = cp.small_to_mtp_projection(rows)
+            n = rows.shape[1]
+            return self.cpu_cp.step(x, pos, self.cp_cache, cos[pos : pos + n], sin[pos : pos + n])
+
+        # positions 0 and 1 (talker hidden, codebook 0) in one pass, as the eager path does
+        h = feed(torch.cat([s.hidden, talker.embed_codec(s.code0[:, None])], dim=1), 0)
+        for step in range(1, cp.num_steps + 1):
+            logits = cp.lm_head[step - 1](h[:, -1]).float()
+            code = sample_no_sync(logits, s.cp_sampling, s.noise_cp[step - 1 : step])
+            s.frame[:, step] = code
+            if step < cp.num_steps:
+                h = feed(cp.embed_code(step, code[:, None]), step + 1)
+
+    def _talker_step_cpu(self) -> None:
+        """`_talker_step` through the C++ layer kernel, attending exactly the filled positions."""
+        s, talker = self.state, self.talker
+        x = talker.embed_frames(s.frame[:, None]) + s.text_row
+        pos = self.host_pos
+        hidden = self.cpu_talker.step(
+            x, pos, self.cache, self.rope_cos[pos : pos + 1], self.rope_sin[pos : pos + 1]
+        )
+        s.hidden.copy_(hidden)
+        s.pos.add_(1)
+        self.host_pos += 1
+        s.frame_index.add_(1)
+        self._pick_code0()
+
     def _talker_step(self, span: int) -> None:
         """Feed `frame` + `text_row` at `pos`, then pick the next code0."""
         s, talker = self.state, self.talker
@@ -205,10 +270,16 @@ class FastDecoder:
         s.seen.zero_()
         s.frame_index.zero_()
         s.pos.fill_(length)
+        self.host_pos = length
         # 1) prefill: variable length, so never graphed
         with timer("prefill"):
-            positions = torch.arange(length, device=self.device)[None]
-            hidden = self.talker.model(prompt.embeds, positions, self.cache.at(0))
+            if self.cpu_talker is not None:
+                hidden = self.cpu_talker.step(
+                    prompt.embeds, 0, self.cache, self.rope_cos[:length], self.rope_sin[:length]
+                )
+            else:
+                positions = torch.arange(length, device=self.device)[None]
+                hidden = self.talker.model(prompt.embeds, positions, self.cache.at(0))
             s.hidden.copy_(hidden[:, -1:])
             self._draw_noise(sampling, generator)
             self.graphs.run("head", self._pick_code0)
@@ -219,7 +290,10 @@ class FastDecoder:
             if int(s.code0) == self.cfg.codec_eos_id:
                 return "eos"
             with timer("code_predictor"):
-                self.graphs.run("cp", self._predict_residual)
+                if self.cpu_cp is not None:
+                    self._predict_residual_cpu()
+                else:
+                    self.graphs.run("cp", self._predict_residual)
             yield s.frame.clone()
             if k == max_frames - 1:
                 break
@@ -227,8 +301,11 @@ class FastDecoder:
             s.text_row.copy_(row)
             with timer("talker"):
                 self._draw_noise(sampling, generator)
-                span = min(self.cache.max_len, _round_up(length + k + 1, self.bucket))
-                self.graphs.run(f"step/{span}", lambda span=span: self._talker_step(span))
+                if self.cpu_talker is not None:
+                    self._talker_step_cpu()
+                else:
+                    span = min(self.cache.max_len, _round_up(length + k + 1, self.bucket))
+                    self.graphs.run(f"step/{span}", lambda span=span: self._talker_step(span))
         return "max_frames"
 
     def _configure(self, sampling: SamplingOptions) -> None:

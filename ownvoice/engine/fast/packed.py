@@ -40,12 +40,7 @@ class PackedLinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
         x2 = x.reshape(-1, shape[-1]).float().contiguous()
-        if self.mode == "int8":
-            y = self.kernels.linear_int8(x2, self.weight, self.scale, self.bias)
-        elif self.mode == "bf16":
-            y = self.kernels.linear_bf16(x2, self.weight, self.bias)
-        else:
-            y = self.kernels.linear_f32(x2, self.weight, self.bias)
+        y = self.kernels.linear(x2, self.weight, self.scale, self.bias)
         return y.reshape(*shape[:-1], self.out_features).to(x.dtype)
 
     def reference_forward(self, x: torch.Tensor) -> torch.Tensor:
