@@ -27,6 +27,7 @@ class BenchSpec:
     compare_reference: bool = False
     int8: bool = False
     cuda_graphs: bool = True
+    repeat: int = 1  # rounds; each round runs every side once, the best round of each is kept
 
 
 def run_side(side: str, spec: BenchSpec, **extra) -> dict:
@@ -69,15 +70,20 @@ def memory_bandwidth(device: str, threads: int) -> float:
 
 
 def run_bench(spec: BenchSpec, log=print) -> dict:
-    rows = {}
-    log(f"ownvoice ({spec.dtype}) ...")
-    rows["ownvoice"] = run_side("ownvoice", spec)
+    sides = [("ownvoice", "ownvoice", {})]
     if spec.int8:
-        log("ownvoice int8 ...")
-        rows["ownvoice int8"] = run_side("ownvoice", spec, quantize="int8")
+        sides.append(("ownvoice int8", "ownvoice", {"quantize": "int8"}))
     if spec.compare_reference:
-        log("qwen-tts 0.1.1 (official) ...")
-        rows["qwen-tts 0.1.1"] = run_side("reference", spec)
+        sides.append(("qwen-tts 0.1.1", "reference", {}))
+    # Rounds interleave the sides, so a slow minute on a shared machine hits all of them; each
+    # side keeps its best round.
+    rows: dict = {}
+    for round_ in range(spec.repeat):
+        for name, side, extra in sides:
+            log(f"{name} ({spec.dtype}), round {round_ + 1}/{spec.repeat} ...")
+            r = run_side(side, spec, **extra)
+            if name not in rows or r["total_ms"] < rows[name]["total_ms"]:
+                rows[name] = r
     bandwidth = memory_bandwidth(spec.device, spec.threads)
     for r in rows.values():
         if "bytes_per_frame" in r:

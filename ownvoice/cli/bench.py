@@ -21,6 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--compare-reference", action="store_true", help="also run qwen-tts 0.1.1")
     p.add_argument("--int8", action="store_true", help="also run with --quantize int8")
     p.add_argument("--no-cuda-graphs", action="store_true")
+    p.add_argument("--repeat", type=int, default=1, help="interleaved rounds; best of each kept")
     p.add_argument("--json", help="write the results to this file")
     p.set_defaults(func=run)
 
@@ -49,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
         compare_reference=args.compare_reference,
         int8=args.int8,
         cuda_graphs=not args.no_cuda_graphs,
+        repeat=args.repeat,
     )
     result = run_bench(spec, log=lambda msg: print(msg, flush=True))
     print(format_table(result))
