@@ -19,6 +19,7 @@ from ownvoice.engine.options import EngineConfig, SamplingOptions
 from ownvoice.engine.tokenizer import TextTokenizer
 from ownvoice.errors import InvalidInput
 from ownvoice.model.config import ModelConfig
+from ownvoice.model.embeddings import FileEmbedding, StoredEmbedding
 from ownvoice.model.tts_model import Qwen3TTSModel
 from ownvoice.model.weights import (
     checkpoint_dtype,
@@ -116,11 +117,27 @@ def load_model(path_or_id: str, config: EngineConfig) -> LoadedModel:
         dtype = torch.float32
     with torch.device("meta"):
         model = Qwen3TTSModel(cfg, attention=config.attention)
+    weights = folder / "model.safetensors"
+    # the text embedding stays in the file (a prompt reads a few of its 152k rows)
+    model.talker.model.text_embedding = FileEmbedding(weights, TEXT_EMBEDDING, dtype, device)
     cpu_fast = config.fast and device.type == "cpu" and _cpu_kernels() is not None
-    # the CPU fast path repacks the decode-loop matrices from their stored 16 bits: loading
-    # them as float32 first would only double the peak memory
-    keep = _decode_matrix if cpu_fast else (lambda name: False)
-    load_safetensors_into(model, folder / "model.safetensors", "", device, dtype, keep_stored=keep)
+
+    def keep_stored(name: str) -> bool:
+        # codec embedding tables keep the checkpoint's 16 bits (exact; rows are cast on use);
+        # the CPU fast path repacks the decode-loop matrices from their stored 16 bits, so
+        # loading them as float32 first would only double the peak memory
+        return _CODEC_EMBEDDING.fullmatch(name) is not None or (cpu_fast and _decode_matrix(name))
+
+    load_safetensors_into(
+        model,
+        weights,
+        "",
+        device,
+        dtype,
+        keep_stored=keep_stored,
+        ignore=frozenset({TEXT_EMBEDDING}),
+    )
+    _store_codec_embeddings(model, dtype)
     model.talker.model.init_rope(device)
     model.talker.code_predictor.model.init_rope(device)
     model.eval()
@@ -152,6 +169,20 @@ def load_model(path_or_id: str, config: EngineConfig) -> LoadedModel:
         fingerprint=_fingerprint(cfg, model),
         fast=fast,
     )
+
+
+TEXT_EMBEDDING = "talker.model.text_embedding.weight"
+_CODEC_EMBEDDING = re.compile(
+    r"talker\.(model\.codec_embedding|code_predictor\.model\.codec_embedding\.\d+)\.weight"
+)
+
+
+def _store_codec_embeddings(model: Qwen3TTSModel, dtype: torch.dtype) -> None:
+    talker = model.talker
+    talker.model.codec_embedding = StoredEmbedding(talker.model.codec_embedding.weight, dtype)
+    tables = talker.code_predictor.model.codec_embedding
+    for i, table in enumerate(tables):
+        tables[i] = StoredEmbedding(table.weight, dtype)
 
 
 _DECODE_MATRIX = re.compile(

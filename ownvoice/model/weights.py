@@ -13,10 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
 from torch import nn
 
 from ownvoice.errors import ModelLoadError
+from ownvoice.model.safetensors_io import SafetensorsFile
 
 log = logging.getLogger(__name__)
 
@@ -82,17 +82,19 @@ def load_safetensors_into(
     device: torch.device,
     dtype: torch.dtype | None,
     keep_stored: Callable[[str], bool] = lambda name: False,
+    ignore: frozenset[str] = frozenset(),
 ) -> None:
     """Load the tensors under `prefix` in a safetensors file into `module` (built on meta).
 
     Every parameter and persistent buffer must be present with the right shape; extra tensors
     under the prefix are an error too, so a wrong checkpoint never loads half-way. Tensors for
-    which `keep_stored(name)` holds keep the file's dtype (they are repacked right after).
+    which `keep_stored(name)` holds keep the file's dtype (they are repacked right after);
+    tensors in `ignore` are read elsewhere (e.g. straight from the file when needed).
     """
     expected = module.state_dict()
     state = {}
-    with safe_open(str(path), framework="pt", device="cpu") as f:
-        names = [k for k in f.keys() if k.startswith(prefix)]
+    with _open(path) as f:
+        names = [k for k in f.keys() if k.startswith(prefix) and k[len(prefix) :] not in ignore]
         extra = sorted(set(k[len(prefix) :] for k in names) - set(expected))
         missing = sorted(set(expected) - set(k[len(prefix) :] for k in names))
         if extra or missing:
@@ -103,11 +105,11 @@ def load_safetensors_into(
             )
         for key in names:
             name = key[len(prefix) :]
-            t = f.get_tensor(key)
-            if tuple(t.shape) != tuple(expected[name].shape):
+            if f.shape(key) != tuple(expected[name].shape):
                 raise ModelLoadError(
-                    f"{path}: {key} has shape {tuple(t.shape)}, expected {tuple(expected[name].shape)}"
+                    f"{path}: {key} has shape {f.shape(key)}, expected {tuple(expected[name].shape)}"
                 )
+            t = f.read(key)
             if dtype is not None and t.is_floating_point() and not keep_stored(name):
                 t = t.to(dtype)
             state[name] = t.to(device)
@@ -116,12 +118,15 @@ def load_safetensors_into(
 
 def checkpoint_dtype(path: Path) -> torch.dtype:
     """The dtype of the first floating-point tensor of a safetensors file."""
-    with safe_open(str(path), framework="pt", device="cpu") as f:
+    with _open(path) as f:
         for key in f.keys():
-            t = f.get_slice(key)
-            dt = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32}.get(
-                t.get_dtype()
-            )
-            if dt is not None:
-                return dt
+            if f.dtype(key).is_floating_point:
+                return f.dtype(key)
     return torch.float32
+
+
+def _open(path: Path) -> SafetensorsFile:
+    try:
+        return SafetensorsFile(path)
+    except (OSError, ValueError) as e:
+        raise ModelLoadError(f"cannot read {path}: {e}") from e

@@ -16,6 +16,9 @@ from starlette.exceptions import HTTPException
 
 from ownvoice.server.errors import Unauthorized, error_body
 
+# how much of an oversized body we read and drop so that the 413 reaches the client
+DRAIN_BYTES = 64 * 2**20
+
 
 def require_api_key(request: Request) -> None:
     """FastAPI dependency: raises Unauthorized (401) unless the Bearer key matches."""
@@ -44,15 +47,20 @@ class BodyLimit:
         message = f"request body is larger than {limit / 2**20:g} MB (limits.max_upload_mb)"
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None and length.isdigit() and int(length) > limit:
+            await _drain(receive)
             body = json.dumps(
                 error_body(message, "invalid_request_error", None, "payload_too_large")
-            )
+            ).encode()
             await send({
                 "type": "http.response.start",
                 "status": 413,
-                "headers": [(b"content-type", b"application/json"), (b"connection", b"close")],
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close"),
+                ],
             })  # fmt: skip
-            await send({"type": "http.response.body", "body": body.encode()})
+            await send({"type": "http.response.body", "body": body})
             return
         received = 0
 
@@ -62,9 +70,28 @@ class BodyLimit:
             if msg["type"] == "http.request":
                 received += len(msg.get("body", b""))
                 if received > limit:
+                    if msg.get("more_body", False):
+                        await _drain(receive)
                     # FastAPI re-raises HTTPException from body parsing; the handler
                     # turns it into the envelope
                     raise HTTPException(413, message)
             return msg
 
         await self.app(scope, limited_receive, send)
+
+
+async def _drain(receive, budget: int = DRAIN_BYTES) -> None:
+    """Read and drop what the client is still sending, up to `budget` bytes.
+
+    Closing a socket that still has unread request bytes makes the kernel send a reset,
+    and a reset can destroy the 413 before the client reads it (seen in CI). Reading the
+    rest of a modest body first lets the answer arrive; past the budget we stop reading
+    and the connection closes anyway.
+    """
+    while budget > 0:
+        msg = await receive()
+        if msg["type"] != "http.request":
+            return
+        budget -= len(msg.get("body", b""))
+        if not msg.get("more_body", False):
+            return

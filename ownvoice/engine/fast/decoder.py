@@ -75,7 +75,7 @@ class FastDecoder:
         talker: Talker,
         use_cuda_graphs: bool,
         bucket: int = 64,
-        initial_capacity: int = 1024,
+        initial_capacity: int = 256,
     ):
         self.talker = talker
         self.device, self.dtype = talker.device, talker.activation_dtype

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError, safe_open
 from torch import Tensor
+
+from ownvoice.model.safetensors_io import SafetensorsFile
 
 from ...errors import ModelLoadError
 from .checkpoint import (
@@ -79,11 +80,11 @@ def load_codec(
         raise ModelLoadError(f"cannot use {config_path}: {e}") from e
 
     try:
-        with safe_open(str(weights_path), framework="pt", device="cpu") as f:
-            shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+        with SafetensorsFile(weights_path) as f:
+            shapes = {k: f.shape(k) for k in f.keys()}
             check_layout(shapes, cfg, with_encoder, weights_path)
-            tensors = {k: f.get_tensor(k) for k in needed_keys(cfg, with_encoder)}
-    except (OSError, SafetensorError) as e:
+            tensors = {k: f.read(k) for k in needed_keys(cfg, with_encoder)}
+    except (OSError, ValueError) as e:
         raise ModelLoadError(f"cannot read {weights_path}: {e}") from e
     return build_codec(cfg, tensors, device=device, dtype=dtype, with_encoder=with_encoder)
 

@@ -1,0 +1,34 @@
+"""Memory stays flat over long outputs: after the first chunk nothing grows per frame."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ownvoice.engine.options import SynthesisOptions
+
+
+def rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs /proc")
+def test_long_generation_does_not_grow(tmp_path):
+    from ownvoice.dev.random_checkpoint import write_random_checkpoint
+    from ownvoice.engine.engine import Engine
+
+    folder = write_random_checkpoint(tmp_path / "cv", "0.6B-CustomVoice", tiny=True, no_eos=True)
+    engine = Engine.load(str(folder), device="cpu")
+    options = SynthesisOptions(max_frames=2500, seed=1, first_chunk_frames=50, chunk_frames=50)
+    frames, samples = 0, []
+    for chunk in engine.stream("A long, long story.", voice="ryan", options=options):
+        frames += chunk.num_frames
+        if frames == 200:
+            start = rss()
+        if frames > 200:
+            samples.append(rss())
+    assert frames == 2500, frames  # --no-eos: the cap decides
+    growth = max(samples) - start
+    assert growth < 6 * 2**20, f"RSS grew {growth / 2**20:.1f} MiB over 2300 frames"
