@@ -12,7 +12,6 @@ the config file; command-line flags override both.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 from pathlib import Path
 
@@ -67,9 +66,8 @@ def _model_name(source: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        import uvicorn
-
         from ownvoice.server import create_app
+        from ownvoice.server.runner import run_server
     except ImportError as e:
         print(
             f"ownvoice serve needs the server extra ({e}): pip install 'ownvoice[server]'",
@@ -78,30 +76,5 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
     settings = build_settings(args)
-    app = create_app(settings)
-    config = uvicorn.Config(
-        app,
-        host=settings.server.host,
-        port=settings.server.port,
-        access_log=False,  # the server logs one line per speech request itself
-        log_config=None,  # keep the CLI's logging set-up
-        timeout_graceful_shutdown=30,
-    )
-    server = uvicorn.Server(config)
-    fatal: list[BaseException] = []
-
-    def stop(exc: BaseException) -> None:
-        fatal.append(exc)
-        server.should_exit = True
-
-    app.state.on_fatal = stop
-    # uvicorn drains, then re-raises the signal that stopped it: after a clean drain, exit 0
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
-    try:
-        server.run()
-    except KeyboardInterrupt:
-        pass
-    if fatal:
-        print(f"ownvoice serve: error: {fatal[0]}", file=sys.stderr)
-        return 1
-    return 0 if server.started else 1
+    # SIGTERM/SIGINT drain (server.shutdown_timeout_s), exit 0; a model that cannot load: 1
+    return run_server(create_app(settings), settings)

@@ -151,7 +151,11 @@ def load_model(path_or_id: str, config: EngineConfig) -> LoadedModel:
 
         if device.type == "cpu":
             _pack_for_cpu(model, config, stored)
-        fast = FastDecoder(model.talker, use_cuda_graphs=config.use_cuda_graphs)
+        fast = FastDecoder(
+            model.talker,
+            use_cuda_graphs=config.use_cuda_graphs,
+            use_compile=config.use_compile,
+        )
     elif config.quantize:
         raise InvalidInput("quantize needs the fast path (fast=True)", param="quantize")
     return LoadedModel(

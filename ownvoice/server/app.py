@@ -22,7 +22,9 @@ from fastapi import FastAPI
 from ownvoice import __version__
 from ownvoice.errors import ModelLoadError
 from ownvoice.server.auth import BodyLimit
+from ownvoice.server.drain import Drain, DrainGuard
 from ownvoice.server.errors import install_error_handlers
+from ownvoice.server.hosts import HostGuard, HostPolicy
 from ownvoice.server.metrics import ServerMetrics
 from ownvoice.server.pool import EnginePool
 from ownvoice.server.routes import health, models, speech, voices
@@ -49,11 +51,14 @@ def create_app(
     library = VoiceLibrary(settings.voices_dir)
     voicemap = VoiceMap(pool, library, settings.voice_aliases)
     admission = Admission(settings.limits.concurrency, settings.limits.queue_size, metrics)
+    drain = Drain()
+    hosts = HostPolicy.from_settings(settings.server)
     doctor = run_doctor if run_doctor is not None else engines is None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
         _warn_about_exposure(settings, app)
+        _log_host_policy(settings, hosts)
         if doctor:
             await asyncio.to_thread(_check_environment, settings, app)
         loading = asyncio.create_task(_load(app))
@@ -70,12 +75,16 @@ def create_app(
     app.state.library = library
     app.state.voicemap = voicemap
     app.state.admission = admission
+    app.state.drain = drain
     app.state.planner = SpeechPlanner(settings, pool, voicemap, library)
-    app.state.responder = SpeechResponder(settings, pool, library, admission, metrics)
+    app.state.responder = SpeechResponder(settings, pool, library, admission, metrics, drain)
     app.state.warnings = []
-    app.state.on_fatal = None  # set by the CLI: stop serving when a model cannot load
+    app.state.on_fatal = None  # set by runner.run_server: stop serving when a model cannot load
     install_error_handlers(app)
+    # the last added runs first: Host/Origin checks, then the drain, then the body limit
     app.add_middleware(BodyLimit, max_bytes=int(settings.limits.max_upload_mb * 2**20))
+    app.add_middleware(DrainGuard, drain=drain)
+    app.add_middleware(HostGuard, policy=hosts)
     for module in (speech, voices, models, health):
         if hasattr(module, "public"):
             app.include_router(module.public)
@@ -130,3 +139,17 @@ def _warn_about_exposure(settings: ServerSettings, app: FastAPI) -> None:
         )
         app.state.warnings.append(message)
         log.warning("!!! %s !!!", message)
+
+
+def _log_host_policy(settings: ServerSettings, hosts: HostPolicy) -> None:
+    if hosts.any_host:
+        if "*" not in settings.server.allowed_hosts:
+            log.warning(
+                "bound to %s with no server.allowed_hosts: any Host header is accepted (needed "
+                "behind Docker port mapping); list the names clients use in "
+                "server.allowed_hosts to block DNS rebinding",
+                settings.server.host,
+            )
+        return
+    names = sorted(hosts.hosts) + [f"*{s}" for s in hosts.suffixes]
+    log.info("answering requests for hosts: %s (server.allowed_hosts)", ", ".join(names))

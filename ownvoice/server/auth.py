@@ -47,7 +47,7 @@ class BodyLimit:
         message = f"request body is larger than {limit / 2**20:g} MB (limits.max_upload_mb)"
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None and length.isdigit() and int(length) > limit:
-            await _drain(receive)
+            await drain_body(receive)
             body = json.dumps(
                 error_body(message, "invalid_request_error", None, "payload_too_large")
             ).encode()
@@ -71,7 +71,7 @@ class BodyLimit:
                 received += len(msg.get("body", b""))
                 if received > limit:
                     if msg.get("more_body", False):
-                        await _drain(receive)
+                        await drain_body(receive)
                     # FastAPI re-raises HTTPException from body parsing; the handler
                     # turns it into the envelope
                     raise HTTPException(413, message)
@@ -80,7 +80,7 @@ class BodyLimit:
         await self.app(scope, limited_receive, send)
 
 
-async def _drain(receive, budget: int = DRAIN_BYTES) -> None:
+async def drain_body(receive, budget: int = DRAIN_BYTES) -> None:
     """Read and drop what the client is still sending, up to `budget` bytes.
 
     Closing a socket that still has unread request bytes makes the kernel send a reset,

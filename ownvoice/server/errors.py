@@ -43,6 +43,26 @@ class Unauthorized(OwnvoiceError):
     code = "invalid_api_key"
 
 
+class InvalidHost(InvalidInput):
+    """The Host header is not one this server answers to (DNS-rebinding protection)."""
+
+    code = "invalid_host"
+
+
+class OriginNotAllowed(OwnvoiceError):
+    """A browser on another site tried to change something (cross-site request forgery)."""
+
+    status = 403
+    type = "permission_error"
+    code = "origin_not_allowed"
+
+
+class ShuttingDown(OwnvoiceError):
+    status = 503
+    type = "server_error"
+    code = "shutting_down"
+
+
 class QueueTimeout(OwnvoiceError):
     status = 503
     type = "server_error"
@@ -115,6 +135,8 @@ def error_response(exc: Exception) -> JSONResponse:
         headers["Retry-After"] = "1"
     if isinstance(exc, Unauthorized):
         headers["WWW-Authenticate"] = "Bearer"
+    if isinstance(exc, ShuttingDown):
+        headers["Connection"] = "close"
     body = error_body(message, type_, getattr(exc, "param", None), code)
     return JSONResponse(body, status_code=status, headers=headers)
 

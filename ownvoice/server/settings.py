@@ -13,11 +13,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from ownvoice.engine.options import EngineConfig
@@ -36,6 +45,35 @@ class ServerBlock(_Block):
     host: str = "127.0.0.1"  # loopback only; set 0.0.0.0 (with an api_key) to serve a network
     port: int = Field(8880, ge=1, le=65535)
     api_key: SecretStr | None = None  # Bearer key for the API; None = no auth
+    # Host headers accepted besides localhost, 127.0.0.1, [::1] and a concrete `host`; "*" = any
+    # (see hosts.py: bound to 0.0.0.0 or :: with this empty, any host is accepted, with a warning)
+    allowed_hosts: list[str] = []
+    # browser origins (scheme://host[:port]) allowed to POST/DELETE; "*" = any
+    allowed_origins: list[str] = []
+    shutdown_timeout_s: float = Field(30, ge=0)  # SIGTERM/SIGINT: in-flight requests get this long
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def check_hosts(cls, hosts: list[str]) -> list[str]:
+        for h in hosts:
+            wildcard_ok = h == "*" or (h.startswith("*.") and "*" not in h[2:]) or "*" not in h
+            if not wildcard_ok or "/" in h or (":" in h and h.count(":") == 1) or not h.strip():
+                raise ValueError(
+                    f"{h!r} is not a host pattern; give a name or address without scheme, port "
+                    "or path ('tts.lan', '192.168.1.20'), '*.domain' for its subdomains, or '*'"
+                )
+        return [h.strip().lower() for h in hosts]
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def check_origins(cls, origins: list[str]) -> list[str]:
+        for o in origins:
+            if o != "*" and not re.fullmatch(r"https?://[^/?#\s]+", o):
+                raise ValueError(
+                    f"{o!r} is not an origin; write scheme://host[:port] without a path "
+                    "('http://localhost:3000'), or '*' for any origin"
+                )
+        return [o.lower().rstrip("/") for o in origins]
 
 
 class ModelEntry(_Block):
@@ -72,6 +110,7 @@ class LimitsBlock(_Block):
         300, ge=20
     )  # long input is split at sentences into pieces this long
     max_upload_mb: float = Field(20, gt=0)  # request body cap (voice uploads, base64 references)
+    send_timeout_s: float = Field(30, gt=0)  # a client that stops reading this long is dropped
 
 
 class ServerSettings(BaseSettings):

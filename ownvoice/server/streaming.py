@@ -4,7 +4,11 @@ The response starts when the first audio chunk exists: errors found before that 
 reference clip, an unsupported language) still become proper 4xx responses. After that, bytes
 go out as each chunk is encoded; an error can then only end the stream (SSE sends a
 `speech.audio.error` event, a raw stream is cut). A client that goes away, while queued or
-while streaming, cancels its generation between frames and frees its place.
+while streaming, cancels its generation between frames and frees its place; so does a client
+that stops reading for limits.send_timeout_s (its socket buffers full, the send would wait
+forever). When a shutdown drain runs out of time (drain.py), the generation stops with reason
+"shutdown": a queued request gets 503 `shutting_down`, an SSE stream an error event, and a raw
+stream is cut off so that the client sees it incomplete.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from ownvoice.encode import MEDIA_TYPES, AudioEncoder, TimeStretch
 from ownvoice.server.errors import (
     InsufficientResources,
     QueueTimeout,
+    ShuttingDown,
     error_response,
     is_out_of_memory,
 )
@@ -104,13 +109,52 @@ class RequestRecord:
             self.metrics.cancelled.inc()
 
 
+class StreamAborted(Exception):
+    """Ends a response without completing it: the server closes the connection mid-body."""
+
+
+class _ClientStalled(Exception):
+    pass
+
+
+class AudioStreamResponse(StreamingResponse):
+    """A StreamingResponse that drops a client which stops reading for `send_timeout` seconds
+    (then calls `on_stall`) and that can end cut off (the body raises StreamAborted)."""
+
+    def __init__(self, content, send_timeout: float, on_stall, **kwargs):
+        super().__init__(content, **kwargs)
+        self.send_timeout = send_timeout
+        self.on_stall = on_stall
+
+    async def __call__(self, scope, receive, send):
+        async def timed_send(message) -> None:
+            try:
+                async with asyncio.timeout(self.send_timeout):
+                    await send(message)  # waits while the client's socket buffers are full
+            except TimeoutError:
+                raise _ClientStalled() from None
+
+        try:
+            await super().__call__(scope, receive, timed_send)
+        except _ClientStalled:
+            log.warning(
+                "the client read nothing for %g s (limits.send_timeout_s); stream dropped",
+                self.send_timeout,
+            )
+            self.on_stall()
+            await self.body_iterator.aclose()  # its cleanup frees the slot now, not at GC
+        except StreamAborted:
+            pass  # uvicorn closes the connection; the client sees an incomplete body
+
+
 class SpeechResponder:
-    def __init__(self, settings, pool, library, admission, metrics):
+    def __init__(self, settings, pool, library, admission, metrics, drain):
         self.settings = settings
         self.pool = pool
         self.library = library
         self.admission = admission
         self.metrics = metrics
+        self.drain = drain
 
     async def respond(self, make_plan, request: Request, endpoint: str, text: str) -> Response:
         """Plan (cheap), admit (429 when full), start the job, answer at the first chunk."""
@@ -123,6 +167,7 @@ class SpeechResponder:
             job = record.job = Job(
                 make_work(plan, self.pool, self.library), slot, deadline, self.pool.gate
             )
+            self.drain.track(job)
             plan.choice.worker.submit(job)
         except Exception as e:
             record.finish(str(error_response(e).status_code))
@@ -157,13 +202,19 @@ class SpeechResponder:
             watcher.cancel()
             record.finish("cancelled")
             return Response(status_code=499)
+        if first is None and job.stop_reason == "shutdown":  # the drain ran out of time
+            watcher.cancel()
+            record.finish("503")
+            raise ShuttingDown("the server shut down before this request's turn")
         media_type = (
             "text/event-stream"
             if plan.stream_format == "sse"
             else MEDIA_TYPES[plan.response_format]
         )
-        return StreamingResponse(
+        return AudioStreamResponse(
             self._body(plan, job, chunks, first, record, watcher),
+            send_timeout=self.settings.limits.send_timeout_s,
+            on_stall=lambda: job.cancel("stalled"),
             media_type=media_type,
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
@@ -184,6 +235,15 @@ class SpeechResponder:
                 if data:
                     yield _sse_delta(data) if sse else data
                 chunk = await anext(chunks, None)
+            if job.stop_reason == "shutdown":
+                status = "aborted"
+                if not sse:
+                    raise StreamAborted()
+                body = error_response(ShuttingDown("the server shut down during this stream"))
+                yield _sse_event(
+                    {"type": "speech.audio.error", "error": json.loads(body.body)["error"]}
+                )
+                return
             data = (encoder.write(stretch.flush()) if stretch else b"") + encoder.close()
             if data:
                 yield _sse_delta(data) if sse else data
@@ -192,6 +252,8 @@ class SpeechResponder:
                 usage = {"input_tokens": plan.chars, "output_tokens": record.frames}
                 usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
                 yield _sse_event({"type": "speech.audio.done", "usage": usage})
+        except StreamAborted:
+            raise
         except Exception as e:  # headers are gone: the stream can only end
             status = "error"
             log.error("speech stream failed after %d frames: %s", record.frames, e, exc_info=e)
@@ -203,6 +265,8 @@ class SpeechResponder:
             watcher.cancel()
             if status == "cancelled":
                 job.cancel()
+                if job.cancel_reason == "stalled":
+                    status = "stalled"
             record.finish(status)
 
 

@@ -22,7 +22,13 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable
 
-from ownvoice.server.errors import QueueFull, QueueTimeout, ServiceUnavailable, is_out_of_memory
+from ownvoice.server.errors import (
+    QueueFull,
+    QueueTimeout,
+    ServiceUnavailable,
+    ShuttingDown,
+    is_out_of_memory,
+)
 from ownvoice.server.metrics import ServerMetrics
 
 log = logging.getLogger("ownvoice.server")
@@ -112,20 +118,24 @@ class Job:
         self.gate = gate
         self.cancelled = threading.Event()
         self.started = threading.Event()
-        self.stop_reason: str | None = None  # "cancelled" | "timeout" when stopped early
+        self.stop_reason: str | None = None  # why it stopped early: the cancel reason | "timeout"
+        self.cancel_reason = "cancelled"  # "cancelled" (client left) | "stalled" | "shutdown"
         self.t_started: float | None = None  # when generation began (after queueing)
         self._loop = asyncio.get_running_loop()
         self._events: asyncio.Queue = asyncio.Queue()
 
-    def cancel(self) -> None:
-        """Stop between frames (or never start); frees the slot now if it had not started."""
+    def cancel(self, reason: str = "cancelled") -> None:
+        """Stop between frames (or never start); frees the slot now if it had not started.
+        The first reason given is kept."""
+        if not self.cancelled.is_set():
+            self.cancel_reason = reason
         self.cancelled.set()
         if not self.started.is_set():
             self.slot.release()
 
     def should_stop(self) -> bool:
         if self.cancelled.is_set():
-            self.stop_reason = "cancelled"
+            self.stop_reason = self.cancel_reason
             return True
         if time.monotonic() > self.deadline:
             self.stop_reason = "timeout"
@@ -206,6 +216,8 @@ class EngineWorker:
         self._loader = loader
         self._keepalive_s = keepalive_s
         self._queue: queue.Queue = queue.Queue()
+        self._current: Job | None = None  # the job running now
+        self._closing = False
         self._thread = threading.Thread(
             target=self._run, name=f"ownvoice-engine-{name}", daemon=True
         )
@@ -233,6 +245,11 @@ class EngineWorker:
         return future
 
     def stop(self, timeout: float = 5.0) -> None:
+        """End the thread: the running job stops between frames, queued ones never start."""
+        self._closing = True
+        current = self._current
+        if current is not None:
+            current.cancel("shutdown")
         self._queue.put(None)
         if self._thread.is_alive():
             self._thread.join(timeout)
@@ -247,12 +264,22 @@ class EngineWorker:
             if item is None:
                 return
             if isinstance(item, Job):
+                if self._closing:
+                    item.cancel("shutdown")
+                    item.fail(ShuttingDown("the server is shutting down"))
+                    continue
                 try:
                     engine = self._ensure_loaded()
                 except BaseException as e:
                     item.fail(e)
                     continue
-                item.execute(engine)
+                self._current = item
+                if self._closing:  # stop() ran between the check above and now
+                    item.cancel("shutdown")
+                try:
+                    item.execute(engine)
+                finally:
+                    self._current = None
             else:
                 fn, future = item
                 if not future.set_running_or_notify_cancel():

@@ -92,3 +92,31 @@ def test_cache_grows_past_its_first_capacity(engines, tiny_checkpoints):
     a = eager.synthesize(TEXT, voice="ryan", options=opts)
     b = fast.synthesize(TEXT, voice="ryan", options=opts)
     assert np.array_equal(a.codes, b.codes)
+
+
+def test_compiled_fast_path_equals_eager(engines, tiny_checkpoints, monkeypatch):
+    """use_compile: the torch.compile'd code-predictor phase gives the eager path's codes.
+
+    The CPU kernels are switched off so the compiled torch phases are what runs (the path a
+    GPU or a CPU without AVX2 takes). Inductor's C++ code generation takes minutes on two
+    cores, so the phases go through dynamo with the "aot_eager" backend here (tracing, graph
+    breaks, functionalisation); scripts/gpu_check.py compiles them for real on CUDA.
+    """
+    import functools
+
+    import torch
+
+    from ownvoice import kernels
+    from ownvoice.engine.engine import Engine
+
+    monkeypatch.setattr(kernels, "_state", {"module": None})
+    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="aot_eager"))
+    compiled = Engine.load(
+        str(tiny_checkpoints["0.6B-CustomVoice"]), device="cpu", dtype="float32", use_compile=True
+    )
+    assert compiled._m.fast.cpu_cp is None
+    assert hasattr(compiled._m.fast._predict_residual, "_torchdynamo_orig_callable")
+    options = SynthesisOptions(sampling=SamplingOptions.greedy(), max_frames=24)
+    eager = engines("0.6B-CustomVoice", False).synthesize(TEXT, voice="eric", options=options)
+    fast = compiled.synthesize(TEXT, voice="eric", options=options)
+    assert np.array_equal(eager.codes, fast.codes)

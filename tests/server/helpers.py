@@ -27,10 +27,19 @@ def make_settings(voices_dir, **overrides) -> ServerSettings:
 
 
 @contextlib.contextmanager
-def live_server(app, wait_ready: bool = True, timeout: float = 120.0) -> Iterator[str]:
-    """Run `app` under uvicorn on a free loopback port; yields the base URL; always stops it."""
+def live_server(
+    app, wait_ready: bool = True, timeout: float = 120.0, send_buffer: int | None = None
+) -> Iterator[str]:
+    """Run `app` under uvicorn on a free loopback port; yields the base URL; always stops it.
+
+    `send_buffer` fixes the kernel's send buffer of accepted connections (Linux copies it from
+    the listening socket), so a client that stops reading blocks the server after a few KB
+    instead of after the megabytes that buffer autotuning allows.
+    """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if send_buffer is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")

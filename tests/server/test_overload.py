@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -118,7 +119,8 @@ def test_client_leaving_the_queue_never_generates(tmp_path):
             raw = b'{"model":"tts-1","voice":"ryan","input":"queued","response_format":"pcm"}'
             sock = socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1])))
             sock.sendall(
-                b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"POST /v1/audio/speech HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"Content-Type: application/json\r\n"
                 + f"Content-Length: {len(raw)}\r\n\r\n".encode()
                 + raw
             )
@@ -135,3 +137,50 @@ def test_client_leaving_the_queue_never_generates(tmp_path):
             assert app.state.admission.running == 1 and engine.calls[0]["voice"] == "vivian"
         third.join(10)
         assert "ryan" not in [c["voice"] for c in engine.calls]  # the queued one never ran
+
+
+def test_a_client_that_stops_reading_is_dropped_after_send_timeout(tmp_path):
+    engine = FakeEngine("custom_voice", frames_per_char=2, frame_delay=0.03)
+    settings = make_settings(
+        tmp_path,
+        device="cpu",
+        limits={"concurrency": 1, "queue_size": 0, "send_timeout_s": 2},
+    )
+    # small kernel buffers on both sides, so the server's sends block soon after the client
+    # stops reading (autotuning would otherwise absorb megabytes first)
+    with serve(settings, engines={"cv": engine}, send_buffer=16384) as (base, app):
+        text = "Hello there. " * 20  # 520 frames: 15.6 s of generation unless stopped
+        raw = json.dumps(
+            {"model": "tts-1", "voice": "alloy", "input": text, "response_format": "pcm"}
+        ).encode()
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", int(base.rsplit(":", 1)[1])))
+        try:
+            sock.sendall(
+                b"POST /v1/audio/speech HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"Content-Type: application/json\r\n"
+                + f"Content-Length: {len(raw)}\r\n\r\n".encode()
+                + raw
+            )
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += sock.recv(4096)
+            assert head.startswith(b"HTTP/1.1 200"), head[:100]
+            # the client now reads nothing more, and keeps the connection open
+            freed = wait_until(
+                lambda: engine.active == 0 and app.state.admission.admitted == 0, 8.0
+            )
+            # 2 s of send_timeout after the buffers fill (about 1 s of audio), not 15 s
+            assert 1.5 < freed < 2 + 3.5, f"slot freed after {freed:.2f} s"
+            assert engine.cancelled == 1 and engine.frames_generated < 520
+            r = httpx.post(
+                f"{base}/v1/audio/speech",
+                json={"model": "tts-1", "voice": "alloy", "input": "Hi.", "response_format": "pcm"},
+                timeout=10,
+            )
+            assert r.status_code == 200  # the single slot serves the next request
+            stalled = 'tts_requests_total{format="pcm",status="stalled",stream="audio"}'
+            assert metric(base, stalled) == 1
+        finally:
+            sock.close()

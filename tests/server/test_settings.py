@@ -74,6 +74,23 @@ def test_bad_config_names_file_and_key(tmp_path):
         load_settings(cfg)
 
 
+def test_host_and_origin_lists_are_checked(tmp_path, monkeypatch):
+    s = load_settings(None)
+    assert (s.server.allowed_hosts, s.server.allowed_origins) == ([], [])
+    assert (s.server.shutdown_timeout_s, s.limits.send_timeout_s) == (30, 30)
+    cfg = tmp_path / "c.yaml"
+    for bad in ("http://tts.lan", "tts.lan:8880", "a*.b", ""):
+        cfg.write_text(f"server: {{allowed_hosts: [{json.dumps(bad)}]}}\n")
+        with pytest.raises(InvalidInput, match=r"server\.allowed_hosts.*not a host pattern"):
+            load_settings(cfg)
+    for bad in ("localhost:3000", "http://localhost:3000/app", "ftp://x"):
+        cfg.write_text(f"server: {{allowed_origins: [{json.dumps(bad)}]}}\n")
+        with pytest.raises(InvalidInput, match=r"server\.allowed_origins.*scheme://host"):
+            load_settings(cfg)
+    monkeypatch.setenv("OWNVOICE_SERVER__ALLOWED_HOSTS", '["TTS.lan", "*.example.org"]')
+    assert load_settings(None).server.allowed_hosts == ["tts.lan", "*.example.org"]
+
+
 def test_roles_are_explicit_never_by_order():
     s = ServerSettings(
         models={"first": {"source": "x"}, "second": {"source": "y"}}, roles={"presets": "second"}

@@ -76,6 +76,7 @@ class FastDecoder:
         use_cuda_graphs: bool,
         bucket: int = 64,
         initial_capacity: int = 256,
+        use_compile: bool = False,
     ):
         self.talker = talker
         self.device, self.dtype = talker.device, talker.activation_dtype
@@ -122,6 +123,23 @@ class FastDecoder:
             enabled=use_cuda_graphs and self.device.type == "cuda",
             buffers=lambda: [st.hidden, st.code0, st.frame, st.pos, st.frame_index, st.seen],
         )
+        if use_compile:
+            self._compile()
+
+    def _compile(self) -> None:
+        """torch.compile the fixed-shape phases: the 15-step code predictor and the code-0 pick.
+
+        The code predictor is where compiling pays (dozens of small ops per step fused; published
+        35 -> 19 ms/frame on a 4090); the talker step attends a span that changes every 64 frames
+        and would recompile, so it stays eager (and graphed). The compiled functions are what
+        the CUDA graphs capture. On the CPU with our C++ kernels there is nothing left to fuse.
+        """
+        if self.cpu_cp is not None:
+            log.info("use_compile ignored: the CPU path already runs fused C++ layer kernels")
+            return
+        # inductor's default mode: "reduce-overhead" brings its own CUDA graphs, which fight ours
+        self._predict_residual = torch.compile(self._predict_residual, dynamic=False)
+        self._pick_code0 = torch.compile(self._pick_code0, dynamic=False)
 
     def _use_cpu_kernels(self) -> None:
         """On the CPU, step both decoder stacks with our C++ layer kernel when possible."""

@@ -1,4 +1,4 @@
-"""GET /health (alive), GET /ready (models loaded and warmed), GET /metrics (Prometheus)."""
+"""GET /health (alive), GET /ready (models loaded and warmed, not shutting down), GET /metrics."""
 
 from __future__ import annotations
 
@@ -29,15 +29,19 @@ async def health(request: Request) -> JSONResponse:
         "roles": state.pool.roles,
         "warnings": warnings,
         "queue": {"generating": state.admission.running, "waiting": state.admission.waiting},
+        "draining": state.drain.draining,
     }
     return JSONResponse(body, status_code=503 if failed else 200)
 
 
 @public.get("/ready")
 async def ready(request: Request) -> JSONResponse:
-    pool = request.app.state.pool
-    body = {"ready": pool.ready, "models": {n: m["state"] for n, m in pool.status().items()}}
-    return JSONResponse(body, status_code=200 if pool.ready else 503)
+    pool, draining = request.app.state.pool, request.app.state.drain.draining
+    ready = pool.ready and not draining  # a load balancer stops sending once a drain begins
+    body = {"ready": ready, "models": {n: m["state"] for n, m in pool.status().items()}}
+    if draining:
+        body["draining"] = True
+    return JSONResponse(body, status_code=200 if ready else 503)
 
 
 @router.get("/metrics")

@@ -1,0 +1,68 @@
+"""Graceful drain: once shutdown begins, finish what is running and refuse what is new.
+
+    drain = app.state.drain          # made by create_app; runner.py calls drain.begin()
+    drain.begin()                    # /ready -> 503 at once; new requests -> 503 shutting_down
+    drain.idle                       # True once every request in flight has finished
+    drain.track(job); drain.abort()  # the wait is over: stop every generation (reason "shutdown")
+
+`DrainGuard` (ASGI middleware) counts the requests in flight (queued, generating or streaming:
+a streamed response counts until its last byte is sent) and, while draining, answers new ones
+with 503 `shutting_down` and `Connection: close`. The probes and /metrics keep answering, so a
+load balancer sees /ready turn 503. When to stop waiting is the runner's decision.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+
+from ownvoice.server.errors import ShuttingDown, error_response
+
+EXEMPT = ("/health", "/ready", "/metrics")
+
+
+class Drain:
+    def __init__(self) -> None:
+        self.draining = False
+        self.since: float | None = None  # time.monotonic() when the drain began
+        self.in_flight = 0  # requests inside the app now (the event loop thread only)
+        self._jobs: weakref.WeakSet = weakref.WeakSet()  # generations that abort() stops
+
+    def track(self, job) -> None:
+        """Remember a generation (anything with cancel(reason)) for abort()."""
+        self._jobs.add(job)
+
+    def abort(self) -> None:
+        """Stop every tracked generation between frames; their requests end with
+        `shutting_down` (queued: 503; streaming: cut off, or an SSE error event)."""
+        for job in list(self._jobs):
+            job.cancel("shutdown")
+
+    def begin(self) -> None:
+        if not self.draining:
+            self.draining = True
+            self.since = time.monotonic()
+
+    @property
+    def idle(self) -> bool:
+        return self.in_flight == 0
+
+
+class DrainGuard:
+    """ASGI middleware: counts requests in flight; refuses new ones while draining."""
+
+    def __init__(self, app, drain: Drain):
+        self.app = app
+        self.drain = drain
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["path"] in EXEMPT:
+            return await self.app(scope, receive, send)
+        if self.drain.draining:
+            exc = ShuttingDown("the server is shutting down; retry on another instance or later")
+            return await error_response(exc)(scope, receive, send)
+        self.drain.in_flight += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.drain.in_flight -= 1
