@@ -66,6 +66,44 @@ inline float dot(const W* w, const float* x, int64_t K) {
   return s;
 }
 
+// bf16 rows at T == 1, without widening shuffles. A 256-bit load holds 16 bf16 weights; 32-bit
+// lane j holds element 2j in its low half and 2j+1 in its high half. Masking keeps 2j+1 as a
+// float32, shifting left by 16 makes 2j one: two cheap integer ops per 16 weights instead of two
+// shuffles, which is what keeps this loop at memory speed. x is reordered once per call to match
+// (see split_even_odd).
+inline void split_even_odd(const float* x, float* xs, int64_t K) {
+  int64_t k = 0;
+  for (; k + 16 <= K; k += 16)
+    for (int j = 0; j < 8; ++j) {
+      xs[k + j] = x[k + 2 * j];
+      xs[k + 8 + j] = x[k + 2 * j + 1];
+    }
+  for (; k < K; ++k) xs[k] = x[k];
+}
+
+inline float dot_bf16(const uint16_t* w, const float* xs, const float* x, int64_t K) {
+  const __m256i hi = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + 32 <= K; k += 32) {
+    const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k));
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k + 16));
+    a0 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(u, 16)), _mm256_loadu_ps(xs + k), a0);
+    a1 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(u, hi)), _mm256_loadu_ps(xs + k + 8), a1);
+    a2 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), _mm256_loadu_ps(xs + k + 16), a2);
+    a3 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(v, hi)), _mm256_loadu_ps(xs + k + 24), a3);
+  }
+  for (; k + 16 <= K; k += 16) {
+    const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k));
+    a0 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(u, 16)), _mm256_loadu_ps(xs + k), a0);
+    a1 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(u, hi)), _mm256_loadu_ps(xs + k + 8), a1);
+  }
+  float s = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  for (; k < K; ++k) s += bf16_to_float(w[k]) * x[k];
+  return s;
+}
+
 inline float i8_to_float(int8_t v) { return float(v); }
 inline float f32_id(float v) { return v; }
 
@@ -161,9 +199,21 @@ void matmul_rows(const W* w, const float* scale, const float* x, int64_t K, int6
   }
 }
 
+// y (N) = W x for bf16 W (see dot_bf16)
+void matvec_bf16(const Weight& w, const float* x, float* y) {
+  const int64_t K = w.cols, N = w.rows;
+  const uint16_t* wp = static_cast<const uint16_t*>(w.data);
+  std::vector<float> xs(K);
+  split_even_odd(x, xs.data(), K);
+  at::parallel_for(0, N, 64, [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n) y[n] = dot_bf16(wp + n * K, xs.data(), x, K);
+  });
+}
+
 // Y (T, N) = X (T, K) W^T, rows of W split across threads
 void matmul(const Weight& w, const float* x, int64_t T, float* y) {
   const int64_t K = w.cols, N = w.rows;
+  if (T == 1 && w.dtype == at::kBFloat16) return matvec_bf16(w, x, y);
   at::parallel_for(0, N, 64, [&](int64_t n0, int64_t n1) {
     switch (w.dtype) {
       case at::kBFloat16:
