@@ -49,7 +49,9 @@ def assert_same(eager, fast):
 def test_custom_voice_full_size(full_size):
     eager, fast = both(full_size["0.6B-CustomVoice"])
     for mode in ("non-streaming", "streaming"):
-        assert_same(*(e.synthesize(TEXT, voice="ryan", options=greedy(mode)) for e in (eager, fast)))
+        assert_same(
+            *(e.synthesize(TEXT, voice="ryan", options=greedy(mode)) for e in (eager, fast))
+        )
 
 
 def test_voice_clone_full_size(full_size):
