@@ -54,12 +54,15 @@ def step(report: dict, name: str):
     return wrap
 
 
-def equality(folder: Path, dtype: str, frames: int) -> dict:
+def equality(folder: Path, dtype: str, frames: int, use_compile: bool = False) -> dict:
     from ownvoice.dev.random_speaker_encoder import synthetic_voice
     from ownvoice.engine.engine import Engine
     from ownvoice.engine.options import SamplingOptions, SynthesisOptions
 
-    fast = Engine.load(str(folder), device="cuda", dtype=dtype, fast=True, use_cuda_graphs=True)
+    fast = Engine.load(
+        str(folder), device="cuda", dtype=dtype, fast=True, use_cuda_graphs=True,
+        use_compile=use_compile,
+    )  # fmt: skip
     eager = Engine.load(str(folder), device="cuda", dtype=dtype, fast=False)
     out = {}
     for text_mode in ("non-streaming", "streaming"):
@@ -119,6 +122,10 @@ def main() -> None:
         @step(report, f"graphs_vs_eager/{like}/bfloat16")
         def _(like=like):
             return equality(ckpt[like], "bfloat16", 64)
+
+    @step(report, f"compiled_graphs_vs_eager/{sizes[0]}-CustomVoice/bfloat16")
+    def _():
+        return equality(ckpt[f"{sizes[0]}-CustomVoice"], "bfloat16", 32, use_compile=True)
 
     @step(report, "streaming_vs_oneshot")
     def _():

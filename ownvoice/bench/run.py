@@ -91,6 +91,9 @@ def run_bench(spec: BenchSpec, log=print) -> dict:
             r["floor_ms"] = 1e3 * r["bytes_per_frame"] / bandwidth
             r["floor_fraction"] = r["floor_ms"] / 1e3 / gen_s if gen_s else None
     out = dict(spec=spec.__dict__, bandwidth_gbs=bandwidth / 1e9, rows=rows)
+    if spec.int8:
+        log("int8 quality (teacher-forced logits against the unquantized weights) ...")
+        out["int8_quality"] = run_side("int8_quality", spec)
     if "qwen-tts 0.1.1" in rows:
         ref = rows["qwen-tts 0.1.1"]["total_ms"]
         out["speedup"] = {
@@ -127,6 +130,10 @@ def format_table(result: dict) -> str:
             f"{100 * r['floor_fraction']:.0f}%" if r.get("floor_fraction") else "-",
         ]
         lines.append(" ".join(str(c).rjust(w) for c, (_, w) in zip(cells, cols, strict=True)))
+    if "int8_quality" in result:
+        from ownvoice.bench.quality import Int8Quality
+
+        lines.append(Int8Quality(**result["int8_quality"]).summary())
     for name, x in result.get("speedup", {}).items():
         lines.append(
             f"{name}: {x:.2f}x faster than qwen-tts 0.1.1 end to end (ms/frame incl. decoding)"

@@ -198,13 +198,27 @@ def run_reference(spec: dict) -> dict:
     )
 
 
+def run_int8_quality(spec: dict) -> dict:
+    """Both engines in one process: the logits of the int8 one against the unquantized one."""
+    from ownvoice.bench.quality import int8_quality
+    from ownvoice.engine.engine import Engine
+
+    kw = dict(device=spec["device"], dtype=spec["dtype"])
+    reference = Engine.load(spec["model"], **kw)
+    quantized = Engine.load(spec["model"], quantize="int8", **kw)
+    return int8_quality(reference, quantized, frames=min(spec["frames"], 24)).as_dict()
+
+
+SIDES = {"reference": run_reference, "ownvoice": run_ours, "int8_quality": run_int8_quality}
+
+
 def main() -> None:
     spec = json.loads(sys.argv[1])
     torch.set_num_threads(spec["threads"])
     import logging
 
     logging.basicConfig(level=logging.WARNING)
-    result = run_reference(spec) if spec["side"] == "reference" else run_ours(spec)
+    result = SIDES[spec["side"]](spec)
     print("RESULT " + json.dumps(result), flush=True)
 
 

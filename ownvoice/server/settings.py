@@ -98,6 +98,8 @@ class OptimizationBlock(_Block):
     attention: Literal["sdpa", "eager"] = "sdpa"
     use_compile: bool = False
     use_cuda_graphs: bool = True
+    quantize: Literal["int8"] | None = None  # weight-only int8 on the CPU fast path
+    num_threads: int | None = Field(None, ge=1)  # CPU threads; None = torch's default
     streaming: StreamingBlock = StreamingBlock()
 
 
@@ -169,6 +171,8 @@ class ServerSettings(BaseSettings):
             use_compile=opt.use_compile,
             use_cuda_graphs=opt.use_cuda_graphs,
             decode_window_frames=opt.streaming.decode_window_frames,
+            quantize=opt.quantize,
+            num_threads=opt.num_threads,
         )
 
     @property

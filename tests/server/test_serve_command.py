@@ -41,6 +41,19 @@ def stop(proc: subprocess.Popen, sig=signal.SIGTERM) -> tuple[int, str]:
     return proc.wait(), out
 
 
+def wait_ready(proc: subprocess.Popen, base: str) -> None:
+    deadline = time.monotonic() + 300
+    while True:
+        assert proc.poll() is None, f"ownvoice serve exited: {proc.stdout.read()}"
+        assert time.monotonic() < deadline, "not ready after 300 s"
+        try:
+            if httpx.get(f"{base}/ready").status_code == 200:
+                return
+        except httpx.ConnectError:
+            pass
+        time.sleep(0.2)
+
+
 def test_serve_a_local_checkpoint(tiny_checkpoints, tmp_path):
     folder = real_checkpoints(tiny_checkpoints)["cv"]
     port = free_port()
@@ -58,16 +71,7 @@ def test_serve_a_local_checkpoint(tiny_checkpoints, tmp_path):
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            assert proc.poll() is None, f"ownvoice serve exited: {proc.stdout.read()}"
-            assert time.monotonic() < deadline, "not ready after 300 s"
-            try:
-                if httpx.get(f"{base}/ready").status_code == 200:
-                    break
-            except httpx.ConnectError:
-                pass
-            time.sleep(0.2)
+        wait_ready(proc, base)
         health = httpx.get(f"{base}/health").json()
         assert health["roles"] == {"presets": folder.name}  # the role follows the checkpoint's type
         client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0, timeout=120)
@@ -97,3 +101,37 @@ def test_serve_without_config_serves_the_default_model_on_8880(tmp_path):
     assert "serving on 127.0.0.1:8880" in out
     assert "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice" in out
     assert code == 1 and "ownvoice serve: error:" in out
+
+
+def test_serve_without_config_finds_the_default_model_in_the_hub_cache(tiny_checkpoints, tmp_path):
+    """A first start downloads into the Hugging Face cache; later starts (offline too) use it.
+
+    The cache is laid out as huggingface_hub writes it (refs/main -> snapshots/<commit>), with a
+    tiny checkpoint standing in for the real download, so the default hub id really loads.
+    """
+    import shutil
+
+    repo = tmp_path / "hf" / "hub" / "models--Qwen--Qwen3-TTS-12Hz-0.6B-CustomVoice"
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    shutil.copytree(real_checkpoints(tiny_checkpoints)["cv"], repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    env = {"HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}
+    port = free_port()
+    proc = start(["--port", str(port), "--device", "cpu"], env_extra=env, cwd=tmp_path)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(proc, base)
+        models = httpx.get(f"{base}/v1/audio/models").json()
+        assert models["models"], models
+        r = httpx.post(
+            f"{base}/v1/audio/speech",
+            json={"model": "tts-1", "voice": "alloy", "input": "Hi.", "response_format": "pcm",
+                  "max_frames": 2},
+            timeout=120,
+        )  # fmt: skip
+        assert r.status_code == 200 and len(r.content) == 2 * 1920 * 2
+    finally:
+        code, out = stop(proc)
+    assert code == 0, out
+    assert "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice" in out

@@ -44,7 +44,7 @@ def test_yaml_then_environment(tmp_path, monkeypatch):
         "models:\n  a: {source: /m/a}\n  b: {source: /m/b, type: base}\n"
         "roles: {presets: a}\n"
         "limits: {queue_size: 2}\n"
-        "optimization: {streaming: {emit_every_frames: 4, decode_window_frames: 72}}\n"
+        "optimization: {quantize: int8, streaming: {emit_every_frames: 4, decode_window_frames: 72}}\n"
     )
     monkeypatch.setenv("OWNVOICE_SERVER__PORT", "9100")
     monkeypatch.setenv("OWNVOICE_LIMITS__CONCURRENCY", "2")
@@ -62,6 +62,7 @@ def test_yaml_then_environment(tmp_path, monkeypatch):
         True,
         72,
     )
+    assert (ec.quantize, ec.num_threads) == ("int8", None)
 
 
 def test_bad_config_names_file_and_key(tmp_path):

@@ -1,0 +1,94 @@
+"""`ownvoice bench` as a user runs it, on a tiny checkpoint: every figure is there and sane.
+
+Speed targets live in the benchmark's output, not here; this checks that the benchmark measures
+what it says (split, RTF, first audio, memory, floor, int8 quality, the reference beside it).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from ownvoice.kernels import cpu_kernels
+
+needs_kernels = pytest.mark.skipif(cpu_kernels() is None, reason="int8 needs the CPU kernels")
+
+
+def bench(*args, tmp_path):
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "ownvoice", "bench", *args, "--json", str(out)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout, json.loads(out.read_text())
+
+
+@needs_kernels
+def test_bench_reports_the_split_rtf_first_audio_memory_and_int8_quality(
+    tiny_checkpoints, tmp_path
+):
+    model = tiny_checkpoints["0.6B-CustomVoice"]
+    table, result = bench(
+        "--model", str(model), "--frames", "12", "--first-chunk", "1", "--int8",
+        tmp_path=tmp_path,
+    )  # fmt: skip
+    ours = result["rows"]["ownvoice"]
+    for key in ("talker_ms", "code_predictor_ms", "decoder_ms", "total_ms", "ttfa_ms"):
+        assert ours[key] > 0, key
+    assert ours["frames"] <= 12 and ours["peak_rss"] > 0 and ours["rss_growth"] >= 0
+    assert ours["rtf"] == pytest.approx(ours["total_ms"] / 80, rel=1e-6)
+    assert 0 < ours["floor_fraction"]
+    q = result["int8_quality"]
+    assert 0.5 < q["code_agreement"] <= 1 and 0 < q["logit_rel_error"] < 0.2
+    assert "ownvoice int8" in result["rows"]
+    assert "code agreement" in table and "ms/frame" in table
+
+
+@pytest.mark.reference
+def test_bench_runs_the_reference_beside_us(tiny_checkpoints, tmp_path):
+    from tests.reference import import_reference
+
+    import_reference()  # skips (or fails under OWNVOICE_REQUIRE_REFERENCE) when missing
+    model = tiny_checkpoints["0.6B-CustomVoice"]
+    table, result = bench(
+        "--model", str(model), "--frames", "8", "--compare-reference", tmp_path=tmp_path
+    )  # fmt: skip
+    ref = result["rows"]["qwen-tts 0.1.1"]
+    assert ref["total_ms"] > 0 and ref["frames"] > 0
+    assert result["speedup"]["ownvoice"] == pytest.approx(
+        ref["total_ms"] / result["rows"]["ownvoice"]["total_ms"]
+    )
+    assert "faster than qwen-tts 0.1.1" in table
+
+
+def test_teacher_forcing_reproduces_greedy_codes(tiny_checkpoints):
+    """Fed the model's own greedy codes, the forced logits pick those codes again; and an
+    engine compared with itself agrees everywhere. A wrong text row or position would not."""
+    from ownvoice.bench.quality import forced_logits, int8_quality
+    from ownvoice.engine.engine import Engine
+    from ownvoice.engine.options import SamplingOptions, SynthesisOptions
+    from ownvoice.engine.prompt import build_prompt
+    from ownvoice.engine.requests import resolve_request
+
+    engine = Engine.load(str(tiny_checkpoints["0.6B-CustomVoice"]), device="cpu", fast=False)
+    greedy = SamplingOptions.greedy()
+    options = SynthesisOptions(
+        language="english", max_frames=12,
+        sampling=SamplingOptions(**{**greedy.__dict__, "repetition_penalty": 1.0}),
+    )  # fmt: skip
+    text = "A short sentence for the check."
+    codes = engine.synthesize(text, voice="ryan", options=options).codes
+    req = resolve_request(engine._m, text, "ryan", None, options)
+    with torch.inference_mode():
+        prompt = build_prompt(engine._m.model.talker, engine._m.cfg, req.ids, req.cond)
+    forced = forced_logits(engine._m.model.talker, prompt, torch.from_numpy(codes))
+    assert np.array_equal(forced.residual.argmax(-1).numpy(), codes[:, 1:])
+    assert np.array_equal(forced.code0[:, :2048].argmax(-1).numpy(), codes[:, 0])
+    same = int8_quality(engine, engine, frames=6, prompts=(text,))
+    assert same.code_agreement == 1 and same.logit_rel_error == 0
