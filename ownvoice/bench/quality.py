@@ -39,7 +39,7 @@ class ForcedLogits:
 @dataclass(frozen=True)
 class Int8Quality:
     prompts: int
-    frames: int
+    frames: int  # frames compared, over all prompts
     code_agreement: float  # all 16 codebooks
     code0_agreement: float  # codebook 0 (the talker's choice)
     logit_rel_error: float  # mean relative L2 error of a logit row
@@ -50,7 +50,7 @@ class Int8Quality:
 
     def summary(self) -> str:
         return (
-            f"int8 quality vs unquantized ({self.prompts} prompts x {self.frames} frames, "
+            f"int8 quality vs unquantized ({self.prompts} prompts, {self.frames} frames, "
             f"teacher-forced): code agreement {100 * self.code_agreement:.1f}% "
             f"(codebook 0: {100 * self.code0_agreement:.1f}%), logit error "
             f"{100 * self.logit_rel_error:.2f}% relative, {self.logit_max_abs_error:.3g} max abs"
@@ -113,7 +113,7 @@ def int8_quality(reference, quantized, frames: int = 24, prompts=PROMPTS) -> Int
         positions += codes.shape[0] * 16
     return Int8Quality(
         prompts=len(prompts),
-        frames=frames,
+        frames=positions0,
         code_agreement=same / positions,
         code0_agreement=same0 / positions0,
         logit_rel_error=float(torch.cat(rel_errors).mean()),

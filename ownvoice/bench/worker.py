@@ -104,7 +104,7 @@ def run_ours(spec: dict) -> dict:
     ):
         if first is None:
             first = time.perf_counter() - t0
-            rss_after_first = rss_bytes()  # every cache is allocated by now
+            rss_after_first = rss_max = rss_bytes()  # every cache is allocated by now
         total_frames += chunk.num_frames
         rss_max = max(rss_max, rss_bytes())
     wall = time.perf_counter() - t0

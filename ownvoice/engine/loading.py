@@ -151,6 +151,12 @@ def load_model(path_or_id: str, config: EngineConfig) -> LoadedModel:
 
         if device.type == "cpu":
             _pack_for_cpu(model, config, stored)
+        elif config.quantize:
+            raise InvalidInput(
+                f"quantize={config.quantize!r} is a CPU option (weight-only int8 for our CPU "
+                f"kernels); on {device.type} leave it unset",
+                param="quantize",
+            )
         fast = FastDecoder(
             model.talker,
             use_cuda_graphs=config.use_cuda_graphs,

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ownvoice.errors import ModelLoadError
 from ownvoice.model.safetensors_io import SafetensorsFile
 
 
@@ -40,6 +41,7 @@ class FileEmbedding(nn.Module):
             self.offset = f.data_offset(key)
         self.row_bytes = self.embedding_dim * torch.empty(0, dtype=self.stored).element_size()
         self.out_dtype, self.device = out_dtype, device
+        self.path, self.key = str(path), key
         self._fd = os.open(path, os.O_RDONLY)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
@@ -55,6 +57,11 @@ class FileEmbedding(nn.Module):
         buf = bytearray(len(unique) * self.row_bytes)
         for i, token in enumerate(unique):
             row = os.pread(self._fd, self.row_bytes, self.offset + token * self.row_bytes)
+            if len(row) != self.row_bytes:  # the file was truncated or replaced under us
+                raise ModelLoadError(
+                    f"{self.path}: embedding row {token} of {self.key!r} could not be read "
+                    f"({len(row)} of {self.row_bytes} bytes); reload the model"
+                )
             buf[i * self.row_bytes : (i + 1) * self.row_bytes] = row
         table = torch.frombuffer(buf, dtype=self.stored).view(len(unique), self.embedding_dim)
         rows = table[torch.tensor([slot[t] for t in flat], dtype=torch.long)]

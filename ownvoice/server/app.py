@@ -18,6 +18,7 @@ import ipaddress
 import logging
 
 from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 
 from ownvoice import __version__
 from ownvoice.errors import ModelLoadError
@@ -81,9 +82,19 @@ def create_app(
     app.state.warnings = []
     app.state.on_fatal = None  # set by runner.run_server: stop serving when a model cannot load
     install_error_handlers(app)
-    # the last added runs first: Host/Origin checks, then the drain, then the body limit
+    # the last added runs first: Host/Origin checks, CORS, then the drain, then the body limit
     app.add_middleware(BodyLimit, max_bytes=int(settings.limits.max_upload_mb * 2**20))
     app.add_middleware(DrainGuard, drain=drain)
+    if settings.server.allowed_origins:
+        # a page of an allowed origin calls from the browser: it needs the preflight answered
+        # and the CORS headers to read the audio; other origins get neither
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.server.allowed_origins,
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["Authorization", "Content-Type"],
+            expose_headers=["Retry-After"],
+        )
     app.add_middleware(HostGuard, policy=hosts)
     for module in (speech, voices, models, health):
         if hasattr(module, "public"):

@@ -47,7 +47,7 @@ class BodyLimit:
         message = f"request body is larger than {limit / 2**20:g} MB (limits.max_upload_mb)"
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None and length.isdigit() and int(length) > limit:
-            await drain_body(receive)
+            await drain_body(scope, receive)
             body = json.dumps(
                 error_body(message, "invalid_request_error", None, "payload_too_large")
             ).encode()
@@ -71,7 +71,7 @@ class BodyLimit:
                 received += len(msg.get("body", b""))
                 if received > limit:
                     if msg.get("more_body", False):
-                        await drain_body(receive)
+                        await drain_body(scope, receive)
                     # FastAPI re-raises HTTPException from body parsing; the handler
                     # turns it into the envelope
                     raise HTTPException(413, message)
@@ -80,14 +80,21 @@ class BodyLimit:
         await self.app(scope, limited_receive, send)
 
 
-async def drain_body(receive, budget: int = DRAIN_BYTES) -> None:
-    """Read and drop what the client is still sending, up to `budget` bytes.
+async def drain_body(scope, receive, budget: int = DRAIN_BYTES) -> None:
+    """Read and drop what the client is still sending, up to `budget` bytes, before a refusal.
 
     Closing a socket that still has unread request bytes makes the kernel send a reset,
     and a reset can destroy the 413 before the client reads it (seen in CI). Reading the
-    rest of a modest body first lets the answer arrive; past the budget we stop reading
-    and the connection closes anyway.
+    rest of a modest body first lets the answer arrive. Not done when the client waits for
+    `100 Continue` (reading would invite the upload we are refusing), nor when the declared
+    body is past the budget (a partial read cannot prevent the reset).
     """
+    headers = dict(scope["headers"])
+    if headers.get(b"expect", b"").lower() == b"100-continue":
+        return
+    length = headers.get(b"content-length")
+    if length is not None and length.isdigit() and int(length) > budget:
+        return
     while budget > 0:
         msg = await receive()
         if msg["type"] != "http.request":

@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 import weakref
 
+from ownvoice.server.auth import drain_body
 from ownvoice.server.errors import ShuttingDown, error_response
 
 EXEMPT = ("/health", "/ready", "/metrics")
@@ -60,6 +61,7 @@ class DrainGuard:
             return await self.app(scope, receive, send)
         if self.drain.draining:
             exc = ShuttingDown("the server is shutting down; retry on another instance or later")
+            await drain_body(scope, receive)  # so the 503 is not lost to a reset
             return await error_response(exc)(scope, receive, send)
         self.drain.in_flight += 1
         try:

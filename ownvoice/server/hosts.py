@@ -176,5 +176,7 @@ class HostGuard:
             )
         if exc is None:
             return await self.app(scope, receive, send)
-        await drain_body(receive)  # read what the client still sends, so the answer reaches it
+        await drain_body(
+            scope, receive
+        )  # read what the client still sends, so the answer reaches it
         await error_response(exc)(scope, receive, send)

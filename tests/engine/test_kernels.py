@@ -47,3 +47,15 @@ def test_int8_error_is_small(kernels):
     x = torch.randn(1, 1024)
     rel = (PackedLinear(linear, "int8", kernels)(x) - linear(x)).norm() / linear(x).norm()
     assert rel < 0.01, rel
+
+
+@pytest.mark.parametrize("k", [7, 16, 40, 1000, 1008, 1024])
+@pytest.mark.parametrize("n", [1, 5, 64])
+def test_single_row_bf16_matches_torch_for_every_tail(kernels, k, n):
+    """One row of x takes the decode-step path (even/odd split of x): blocks of 32 and 16 and
+    the scalar tail must all line up with the weights."""
+    torch.manual_seed(k * n)
+    w = torch.randn(n, k).bfloat16()
+    x = torch.randn(1, k)
+    got = kernels.linear(x, w, None, None)
+    torch.testing.assert_close(got, x @ w.float().T, atol=1e-4, rtol=1e-4)

@@ -203,3 +203,20 @@ def test_every_route_needs_the_key_except_discovery_and_health(server):
             wrong = httpx.request(method, f"{base}{path}", headers={"Authorization": "Bearer nope"})
             assert wrong.status_code == 401, (method, path)
     assert checked >= 6  # speech, voice-clone, voices POST/DELETE, models, metrics
+
+
+def test_oversized_upload_waiting_for_100_continue_is_refused_at_once(server):
+    """curl sends `Expect: 100-continue` for big uploads: the 413 must come before any body."""
+    import socket
+
+    base, _, _ = server
+    host, port = base.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(
+            b"POST /v1/audio/voices HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Authorization: Bearer " + KEY.encode() + b"\r\n"
+            b"Content-Type: multipart/form-data; boundary=b\r\n"
+            b"Content-Length: 9000000\r\nExpect: 100-continue\r\n\r\n"
+        )
+        head = s.recv(4096)
+    assert head.startswith(b"HTTP/1.1 413"), head[:200]

@@ -96,6 +96,22 @@ def test_the_servers_own_pages_and_configured_origins_may_write(server):
     envelope(speech(base, {"Origin": other}), 403, "origin_not_allowed")
 
 
+def test_configured_origins_get_cors_for_browser_calls(server):
+    """A browser page of an allowed origin can preflight a JSON POST and read the answer."""
+    base, app, engines = server
+    preflight = {"Access-Control-Request-Method": "POST",
+                 "Access-Control-Request-Headers": "content-type"}  # fmt: skip
+    r = httpx.options(
+        f"{base}/v1/audio/speech", headers={"Origin": "http://localhost:3000", **preflight}
+    )
+    assert r.status_code == 200
+    assert r.headers["access-control-allow-origin"] == "http://localhost:3000"
+    r = speech(base, {"Origin": "http://localhost:3000"})
+    assert r.headers["access-control-allow-origin"] == "http://localhost:3000"
+    r = httpx.options(f"{base}/v1/audio/speech", headers={"Origin": EVIL, **preflight})
+    assert "access-control-allow-origin" not in r.headers
+
+
 def policy(**server) -> HostPolicy:
     block = {"host": "127.0.0.1", "allowed_hosts": [], "allowed_origins": [], **server}
     return HostPolicy.from_settings(SimpleNamespace(**block))
