@@ -47,7 +47,7 @@ def test_bench_reports_the_split_rtf_first_audio_memory_and_int8_quality(
     q = result["int8_quality"]
     assert 0.5 < q["code_agreement"] <= 1 and 0 < q["logit_rel_error"] < 0.2
     assert "ownvoice int8" in result["rows"]
-    assert "code agreement" in table and "ms/frame" in table
+    assert "code agreement" in table and "ms/frame" in table and "growth" in table
 
 
 @pytest.mark.reference

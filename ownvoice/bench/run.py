@@ -111,7 +111,7 @@ def format_table(result: dict) -> str:
     cols = [
         ("engine", 16), ("dtype", 9), ("talker", 7), ("code pred", 9), ("decoder", 8),
         ("ms/frame", 9), ("RTF", 6), ("frames/s", 8), ("TTFA ms", 8), ("peak RSS", 9),
-        ("floor", 6),
+        ("growth", 7), ("floor", 6),
     ]  # fmt: skip
     lines = [head, " ".join(name.rjust(w) for name, w in cols)]
     for name, r in result["rows"].items():
@@ -127,6 +127,7 @@ def format_table(result: dict) -> str:
             f"{r['frames_per_s']:.1f}",
             _ms(r.get("ttfa_ms")),
             f"{r['peak_rss'] / 2**30:.2f}G",
+            f"{r['rss_growth'] / 2**20:.0f}M" if "rss_growth" in r else "-",
             f"{100 * r['floor_fraction']:.0f}%" if r.get("floor_fraction") else "-",
         ]
         lines.append(" ".join(str(c).rjust(w) for c, (_, w) in zip(cells, cols, strict=True)))

@@ -1,5 +1,7 @@
 """`ownvoice bench`: ms per frame (talker, code predictor, decoder), RTF, time to first audio,
-peak memory and the share of the memory-bandwidth floor; optionally beside the official package.
+peak memory, memory growth after the first chunk (flat = nothing but the preallocated caches;
+try --frames 6000) and the share of the memory-bandwidth floor; optionally beside the official
+package, and with --int8 the int8 speed and its quality cost.
 
 Use a full-size random checkpoint (`ownvoice dev random-checkpoint --like 0.6B-CustomVoice
 --no-eos --out DIR`) so every run generates exactly --frames frames."""

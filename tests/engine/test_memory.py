@@ -21,7 +21,7 @@ def test_long_generation_does_not_grow(tmp_path):
 
     folder = write_random_checkpoint(tmp_path / "cv", "0.6B-CustomVoice", tiny=True, no_eos=True)
     engine = Engine.load(str(folder), device="cpu")
-    options = SynthesisOptions(max_frames=2500, seed=1, first_chunk_frames=50, chunk_frames=50)
+    options = SynthesisOptions(max_frames=6000, seed=1, first_chunk_frames=50, chunk_frames=50)
     frames, samples = 0, []
     for chunk in engine.stream("A long, long story.", voice="ryan", options=options):
         frames += chunk.num_frames
@@ -29,6 +29,8 @@ def test_long_generation_does_not_grow(tmp_path):
             start = rss()
         if frames > 200:
             samples.append(rss())
-    assert frames == 2500, frames  # --no-eos: the cap decides
+    assert frames == 6000, frames  # --no-eos: the cap decides
     growth = max(samples) - start
-    assert growth < 6 * 2**20, f"RSS grew {growth / 2**20:.1f} MiB over 2300 frames"
+    assert growth < 6 * 2**20, (
+        f"RSS grew {growth / 2**20:.1f} MiB over 5800 frames (8 minutes of audio)"
+    )
