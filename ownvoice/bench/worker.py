@@ -116,13 +116,24 @@ def run_ours(spec: dict) -> dict:
         frames_per_s=total_frames / wall,
         peak_rss=peak_rss_bytes(),
         rss_growth=rss_max - rss_after_first,  # should stay ~0 however long the output
-        dtype=engine.dtype,
+        dtype=_dtype_label(engine),
         device=engine.device,
         bytes_per_frame=weight_bytes_per_frame(engine),
     )
     if engine.device.startswith("cuda"):
         result["peak_gpu"] = torch.cuda.max_memory_allocated()
     return result
+
+
+def _dtype_label(engine) -> str:
+    """The dtype column: e.g. bf16>fp32 where the CPU kernels read bf16 weights, compute in fp32."""
+    q_proj = engine._m.model.talker.model.layers[0].self_attn.q_proj
+    mode = getattr(q_proj, "mode", None)
+    short = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+    activations = short.get(engine.dtype, engine.dtype)
+    if mode is None or mode == "float32":
+        return engine.dtype
+    return f"{mode}>{activations}"
 
 
 def weight_bytes_per_frame(engine) -> int:
