@@ -91,7 +91,7 @@ class HostPolicy:
         )
         origins = set()
         for origin in server.allowed_origins:
-            parsed = _origin_key(origin)
+            parsed = origin_key(origin)
             if parsed is not None:
                 origins.add(parsed)
         return cls(
@@ -115,7 +115,7 @@ class HostPolicy:
     def origin_allowed(self, origin: str, host_header: str | None) -> bool:
         if self.any_origin:
             return True
-        key = _origin_key(origin)
+        key = origin_key(origin)
         if key is None:  # "null" (sandboxed frames, file: pages) or garbage
             return False
         if key in self.origins:
@@ -130,7 +130,7 @@ class HostPolicy:
         return (host, port) == (target[0], target_port)
 
 
-def _origin_key(origin: str) -> tuple[str, str, int] | None:
+def origin_key(origin: str) -> tuple[str, str, int] | None:
     scheme, sep, rest = origin.strip().lower().partition("://")
     if not sep or scheme not in DEFAULT_PORTS:
         return None

@@ -11,9 +11,9 @@ engine's vocabulary.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
-import re
 from pathlib import Path
 from typing import Literal
 
@@ -31,6 +31,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from ownvoice.engine.options import EngineConfig
 from ownvoice.errors import InvalidInput
+from ownvoice.server.hosts import origin_key, split_authority
 
 DEFAULT_MODEL = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
 ModelType = Literal["custom_voice", "voice_design", "base"]
@@ -56,8 +57,12 @@ class ServerBlock(_Block):
     @classmethod
     def check_hosts(cls, hosts: list[str]) -> list[str]:
         for h in hosts:
-            wildcard_ok = h == "*" or (h.startswith("*.") and "*" not in h[2:]) or "*" not in h
-            if not wildcard_ok or "/" in h or (":" in h and h.count(":") == 1) or not h.strip():
+            name = h.strip()[2:] if h.strip().startswith("*.") else h.strip()
+            if _is_ip(name):  # a bare IPv6 address ('fe80::1') is a host, not host:port
+                name = f"[{name}]"
+            # parsed by the same code that later reads Host headers, so what passes can match
+            parsed = split_authority(name) if h.strip() != "*" else ("*", None)
+            if parsed is None or parsed[1] is not None or "*" in name:
                 raise ValueError(
                     f"{h!r} is not a host pattern; give a name or address without scheme, port "
                     "or path ('tts.lan', '192.168.1.20'), '*.domain' for its subdomains, or '*'"
@@ -68,12 +73,20 @@ class ServerBlock(_Block):
     @classmethod
     def check_origins(cls, origins: list[str]) -> list[str]:
         for o in origins:
-            if o != "*" and not re.fullmatch(r"https?://[^/?#\s]+", o):
+            if o != "*" and (origin_key(o) is None or o.strip().rstrip("/").count("/") != 2):
                 raise ValueError(
                     f"{o!r} is not an origin; write scheme://host[:port] without a path "
                     "('http://localhost:3000'), or '*' for any origin"
                 )
-        return [o.lower().rstrip("/") for o in origins]
+        return [o.strip().lower().rstrip("/") for o in origins]
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 class ModelEntry(_Block):

@@ -80,16 +80,22 @@ def test_host_and_origin_lists_are_checked(tmp_path, monkeypatch):
     assert (s.server.allowed_hosts, s.server.allowed_origins) == ([], [])
     assert (s.server.shutdown_timeout_s, s.limits.send_timeout_s) == (30, 30)
     cfg = tmp_path / "c.yaml"
-    for bad in ("http://tts.lan", "tts.lan:8880", "a*.b", ""):
+    for bad in ("http://tts.lan", "tts.lan:8880", "a*.b", "", "[::1]:8880", "u@tts.lan"):
         cfg.write_text(f"server: {{allowed_hosts: [{json.dumps(bad)}]}}\n")
         with pytest.raises(InvalidInput, match=r"server\.allowed_hosts.*not a host pattern"):
             load_settings(cfg)
-    for bad in ("localhost:3000", "http://localhost:3000/app", "ftp://x"):
+    for bad in (
+        "localhost:3000",
+        "http://localhost:3000/app",
+        "ftp://x",
+        "http://localhost:99999",
+        "http://u@h",
+    ):
         cfg.write_text(f"server: {{allowed_origins: [{json.dumps(bad)}]}}\n")
         with pytest.raises(InvalidInput, match=r"server\.allowed_origins.*scheme://host"):
             load_settings(cfg)
-    monkeypatch.setenv("OWNVOICE_SERVER__ALLOWED_HOSTS", '["TTS.lan", "*.example.org"]')
-    assert load_settings(None).server.allowed_hosts == ["tts.lan", "*.example.org"]
+    monkeypatch.setenv("OWNVOICE_SERVER__ALLOWED_HOSTS", '["TTS.lan", "*.example.org", "fe80::1"]')
+    assert load_settings(None).server.allowed_hosts == ["tts.lan", "*.example.org", "fe80::1"]
 
 
 def test_roles_are_explicit_never_by_order():
