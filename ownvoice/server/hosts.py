@@ -14,9 +14,10 @@ Allowed hosts: localhost, 127.0.0.1, [::1], the bind address when it is a concre
 address, and server.allowed_hosts ('name', '*.domain' or '*'). Bound to 0.0.0.0 or :: with no
 allowed_hosts, any Host passes (in Docker the Host is whatever name the published port was
 reached by: localhost, the compose service name, a LAN address); the Origin check still holds.
-Allowed origins: the server's own (an Origin naming an explicitly allowed host and the port the
-request came to, e.g. the /docs page) and server.allowed_origins. /health and /ready skip the
-Host check, because probes often call a pod by its address. Knows nothing else about routes.
+Allowed origins: the server's own (an Origin naming an explicitly allowed host and the port in
+its Host header, e.g. the /docs page) and server.allowed_origins. /health and /ready answer any
+Host, because probes often call a pod by its address; for a Host not allowed they say the status
+only (scope state `foreign_host`). Knows nothing else about routes.
 """
 
 from __future__ import annotations
@@ -154,7 +155,10 @@ class HostGuard:
         headers = Headers(scope=scope)
         host = headers.get("host")
         exc: Exception | None = None
-        if scope["path"] not in PROBES and not self.policy.host_allowed(host):
+        if scope["path"] in PROBES and not self.policy.host_allowed(host):
+            # probes answer any address, but a page that rebound a name learns only the status
+            scope.setdefault("state", {})["foreign_host"] = True
+        elif scope["path"] not in PROBES and not self.policy.host_allowed(host):
             exc = InvalidHost(
                 f"this server does not answer to the host {host!r}; add the name to "
                 "server.allowed_hosts to use it (protection against DNS rebinding)"

@@ -65,6 +65,10 @@ def test_a_rebound_host_name_gets_400(server):
     for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}", "tts.lan", "TTS.LAN."):
         assert httpx.get(f"{base}/v1/models", headers={"Host": host}).status_code == 200, host
     assert httpx.get(f"{base}/ready", headers={"Host": "10.1.2.3:8880"}).status_code == 200
+    # ... but a page that rebound a name learns the status only, not models, paths or warnings
+    foreign = httpx.get(f"{base}/health", headers={"Host": "evil.example"}).json()
+    assert set(foreign) == {"status", "ready"}, foreign
+    assert "models" in httpx.get(f"{base}/health").json()
 
 
 def test_writes_from_a_foreign_origin_get_403_and_change_nothing(server):

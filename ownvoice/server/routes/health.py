@@ -21,6 +21,9 @@ async def health(request: Request) -> JSONResponse:
     failed = [n for n, m in models.items() if m["state"] == "failed"]
     warnings = [*state.warnings, *state.pool.warnings]
     status = "degraded" if failed or warnings else ("ok" if state.pool.ready else "loading")
+    if getattr(request.state, "foreign_host", False):  # see hosts.HostGuard
+        body = {"status": "error" if failed else status, "ready": state.pool.ready}
+        return JSONResponse(body, status_code=503 if failed else 200)
     body = {
         "status": "error" if failed else status,
         "ready": state.pool.ready,
@@ -38,7 +41,9 @@ async def health(request: Request) -> JSONResponse:
 async def ready(request: Request) -> JSONResponse:
     pool, draining = request.app.state.pool, request.app.state.drain.draining
     ready = pool.ready and not draining  # a load balancer stops sending once a drain begins
-    body = {"ready": ready, "models": {n: m["state"] for n, m in pool.status().items()}}
+    body = {"ready": ready}
+    if not getattr(request.state, "foreign_host", False):
+        body["models"] = {n: m["state"] for n, m in pool.status().items()}
     if draining:
         body["draining"] = True
     return JSONResponse(body, status_code=200 if ready else 503)
