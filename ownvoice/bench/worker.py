@@ -73,19 +73,19 @@ def run_ours(spec: dict) -> dict:
 
     # 1) the split: generation phases with a timer, then the decoder alone
     result: dict = {"load_s": load_s, "warmup_s": warmup_s}
-    fast = engine._m.fast
-    if fast is not None:
-        fast.timer = PhaseTimer(torch.device(engine.device))
+    timed = engine.backend != "eager"
+    if timed:
+        engine.phase_timer = PhaseTimer(torch.device(engine.device))
     chunks = list(engine.stream(TEXT, **kw, options=opts.with_(first_chunk_frames=8)))
     codes = np.concatenate([c.codes for c in chunks])
     n = len(codes)
-    if fast is not None:
-        totals = fast.timer.totals
+    if timed:
+        totals = engine.phase_timer.totals
         result["talker_ms"] = 1e3 * totals["talker"] / max(n - 1, 1)
         result["code_predictor_ms"] = 1e3 * totals["code_predictor"] / n
         result["prefill_ms"] = 1e3 * totals["prefill"]
-        fast.timer = None
-    decoder = engine._m.new_stream_decoder(None)
+        engine.phase_timer = None
+    decoder = engine.new_decoder()
     codes_t = torch.from_numpy(codes)
     sync(engine.device)
     t0 = time.perf_counter()
@@ -116,41 +116,13 @@ def run_ours(spec: dict) -> dict:
         frames_per_s=total_frames / wall,
         peak_rss=peak_rss_bytes(),
         rss_growth=rss_max - rss_after_first,  # should stay ~0 however long the output
-        dtype=_dtype_label(engine),
+        dtype=engine.weight_info().label,
         device=engine.device,
-        bytes_per_frame=weight_bytes_per_frame(engine),
+        bytes_per_frame=engine.weight_info().bytes_per_frame,
     )
     if engine.device.startswith("cuda"):
         result["peak_gpu"] = torch.cuda.max_memory_allocated()
     return result
-
-
-def _dtype_label(engine) -> str:
-    """The dtype column: e.g. bf16>fp32 where the CPU kernels read bf16 weights, compute in fp32."""
-    q_proj = engine._m.model.talker.model.layers[0].self_attn.q_proj
-    mode = getattr(q_proj, "mode", None)
-    short = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
-    activations = short.get(engine.dtype, engine.dtype)
-    if mode is None or mode == "float32":
-        return engine.dtype
-    return f"{mode}>{activations}"
-
-
-def weight_bytes_per_frame(engine) -> int:
-    """Weight bytes one frame must read: the talker's layers and head once, and per code-
-    predictor step its layers, one head and the input projection (batch 1, no caching)."""
-    talker = engine._m.model.talker
-    cp = talker.code_predictor
-
-    def nbytes(module) -> int:
-        # packed CPU weights are buffers; count both (norm weights are a rounding error)
-        tensors = list(module.parameters()) + [b for b in module.buffers() if b is not None]
-        return sum(t.numel() * t.element_size() for t in tensors)
-
-    per_cp_step = (
-        nbytes(cp.model.layers) + nbytes(cp.lm_head[0]) + nbytes(cp.small_to_mtp_projection)
-    )
-    return nbytes(talker.model.layers) + nbytes(talker.codec_head) + cp.num_steps * per_cp_step
 
 
 def run_reference(spec: dict) -> dict:

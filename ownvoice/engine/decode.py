@@ -20,6 +20,7 @@ import torch
 from ownvoice.engine.options import SamplingOptions
 from ownvoice.engine.prompt import Prompt
 from ownvoice.engine.sampling import NEG_INF, pick, repetition_penalty, talker_logit_mask
+from ownvoice.engine.sequence import FrameEvent
 from ownvoice.model.code_predictor import CodePredictor
 from ownvoice.model.layers import DynamicKVCache
 from ownvoice.model.talker import Talker
@@ -115,3 +116,59 @@ def predict_residual_codes(
         codes.append(code)
         x = cp.embed_code(step, code[:, None])  # (B, 1, H)
     return torch.stack(codes, dim=1)
+
+
+class EagerLoop:
+    """The eager parity loop behind the frame-loop interface (join / step), one generator per
+    row, each advanced in turn: the slow path, so that every front end can use either engine."""
+
+    exact_batching = True  # rows never touch each other
+    timer = None
+
+    def __init__(self, talker: Talker, max_batch: int = 8):
+        self.talker, self.max_batch = talker, max_batch
+        self.rows: list = []
+        self._frames: dict = {}
+
+    @property
+    def free_slots(self) -> int:
+        return self.max_batch - len(self.rows)
+
+    def join(self, seq) -> None:
+        if not self.free_slots:
+            raise RuntimeError(f"batch full ({self.max_batch} rows); wait for a row to leave")
+        seq.slot = len(self.rows)
+        self.rows.append(seq)
+        self._frames[id(seq)] = eager_frames(
+            self.talker, seq.prompt, seq.sampling, seq.max_frames, seq.generator,
+            lambda: seq.cancelled,
+        )  # fmt: skip
+
+    def step(self) -> list:
+        events = []
+        for seq in list(self.rows):
+            try:
+                frame = next(self._frames[id(seq)])
+            except StopIteration as end:
+                self._leave(seq)
+                events.append(FrameEvent(seq, None, end.value or "eos"))
+                continue
+            seq.frames += 1
+            done = seq.frames >= seq.max_frames
+            events.append(FrameEvent(seq, frame[0], "max_frames" if done else None))
+            if done:
+                self._leave(seq)
+        return events
+
+    def _leave(self, seq) -> None:
+        self.rows.remove(seq)
+        self._frames.pop(id(seq)).close()
+        seq.slot = None
+        for i, other in enumerate(self.rows):
+            other.slot = i
+
+    def cancel_all(self) -> list:
+        events = [FrameEvent(seq, None, "cancelled") for seq in list(self.rows)]
+        for event in events:
+            self._leave(event.seq)
+        return events

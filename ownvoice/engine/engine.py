@@ -20,13 +20,14 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from ownvoice.engine.decode import eager_frames
 from ownvoice.engine.loading import LoadedModel, load_model
 from ownvoice.engine.options import EngineConfig, SamplingOptions, SynthesisOptions
 from ownvoice.engine.prompt import build_prompt
 from ownvoice.engine.requests import resolve_request
 from ownvoice.engine.results import AudioChunk, Synthesis
+from ownvoice.engine.sequence import Sequence
 from ownvoice.engine.voice import VoicePrompt
+from ownvoice.engine.weights import WeightInfo, weight_info
 from ownvoice.errors import AudioError, InvalidInput
 
 log = logging.getLogger(__name__)
@@ -35,10 +36,12 @@ MIN_REFERENCE_SECONDS = 0.5
 
 
 class Engine:
-    """Owns the model on one device. Not thread-safe: one synthesis at a time per engine."""
+    """Owns the model on one device. Not thread-safe: one thread drives it, running one
+    sequence (`stream`, `synthesize`) or a batch of them (`start`, `join`, `step`)."""
 
     def __init__(self, loaded: LoadedModel, config: EngineConfig):
         self._m = loaded
+        self._loop = loaded.loop
         self.config = config
         self.source = loaded.source
         self.model_config = loaded.cfg
@@ -86,6 +89,35 @@ class Engine:
     @property
     def default_sampling(self) -> SamplingOptions:
         return self._m.default_sampling
+
+    @property
+    def backend(self) -> str:
+        """What runs the decode loop: "cpu-kernels", "torch" (GPU, or CPU without our kernels)
+        or "eager" (the parity path)."""
+        return getattr(self._loop, "backend_name", "eager")
+
+    @property
+    def compiled(self) -> bool:
+        """True when the loop's phases were torch.compile'd (EngineConfig.use_compile)."""
+        return getattr(self._loop, "compiled", False)
+
+    @property
+    def phase_timer(self):
+        """A PhaseTimer (ownvoice.engine.fast.timing) that times prefill, talker and code
+        predictor per step while set; None (the default) times nothing."""
+        return self._loop.timer
+
+    @phase_timer.setter
+    def phase_timer(self, timer) -> None:
+        self._loop.timer = timer
+
+    def new_decoder(self, ref_codes: torch.Tensor | None = None):
+        """A fresh incremental speech decoder: (n, 16) codes -> (n * 1920,) float32 samples."""
+        return self._m.new_stream_decoder(ref_codes)
+
+    def weight_info(self) -> WeightInfo:
+        """How the decode loop's weights are stored and how many bytes one frame reads."""
+        return weight_info(self._m.model.talker, self.dtype)
 
     def warmup(self) -> float:
         """Run one short synthesis so later requests pay no first-call costs; returns seconds."""
@@ -145,7 +177,77 @@ class Engine:
             model_fingerprint=self._m.fingerprint,
         )
 
-    # ---- speech -------------------------------------------------------------------------------
+    # ---- speech: one sequence at a time, or many through step() -------------------------------
+
+    def start(
+        self,
+        text: str,
+        voice: str | VoicePrompt | None = None,
+        instruct: str | None = None,
+        options: SynthesisOptions | None = None,
+        tag: object = None,
+    ) -> Sequence:
+        """Validate a request and build its prompt; `join()` it to run it (alone or batched)."""
+        options = options or SynthesisOptions()
+        options.validate()
+        req = resolve_request(self._m, text, voice, instruct, options)
+        m = self._m
+        with torch.inference_mode():
+            prompt = build_prompt(m.model.talker, m.cfg, req.ids, req.cond)
+        generator = None
+        if options.seed is not None:
+            generator = torch.Generator(m.device).manual_seed(options.seed)
+        return Sequence(
+            prompt=prompt,
+            sampling=req.sampling,
+            max_frames=req.max_frames,
+            generator=generator,
+            decoder=m.new_stream_decoder(req.cond.ref_codes),
+            first_chunk_frames=options.first_chunk_frames,
+            chunk_frames=options.chunk_frames,
+            tag=tag,
+        )
+
+    @property
+    def max_batch(self) -> int:
+        """How many sequences can run at once (EngineConfig.max_batch)."""
+        return self._loop.max_batch
+
+    @property
+    def running(self) -> list[Sequence]:
+        """The sequences in the batch now (each is one row of every step)."""
+        return list(self._loop.rows)
+
+    @property
+    def exact_batching(self) -> bool:
+        """True when a sequence's codes do not depend on what else is in the batch."""
+        return self._loop.exact_batching
+
+    def join(self, seq: Sequence) -> None:
+        """Prefill `seq` and add it to the batch; it makes its first frame at the next step().
+        Raises RuntimeError when the batch is full (see `max_batch`)."""
+        self._loop.join(seq)
+
+    def step(self) -> list[tuple[Sequence, AudioChunk]]:
+        """Advance every running sequence by one frame; returns the audio chunks now due.
+
+        A sequence's last chunk has `is_last` set; it has left the batch by then. Not
+        thread-safe: one thread drives an engine (the service's scheduler, or `stream()`).
+        """
+        out = []
+        for event in self._loop.step():
+            chunk = event.seq.take(event.frame, event.stop_reason)
+            if chunk is not None:
+                out.append((event.seq, chunk))
+        return out
+
+    def cancel_all(self) -> list[tuple[Sequence, AudioChunk]]:
+        """End every running sequence now (their last, possibly empty, chunks are returned)."""
+        out = []
+        for event in self._loop.cancel_all():
+            chunk = event.seq.take(None, event.stop_reason)
+            out.append((event.seq, chunk))
+        return out
 
     def stream(
         self,
@@ -159,59 +261,28 @@ class Engine:
 
         Chunks follow `options.first_chunk_frames` then `options.chunk_frames`; every chunk's
         samples are final (the decoder is causal and exact), and their concatenation is
-        `synthesize(...)`'s audio.
+        `synthesize(...)`'s audio. This is a batch of one sequence through `step()`.
         """
-        options = options or SynthesisOptions()
-        options.validate()
-        req = resolve_request(self._m, text, voice, instruct, options)
-        return self._stream(req, options, should_stop)
+        seq = self.start(text, voice, instruct, options)
+        return self._run_alone(seq, should_stop)
 
-    def _stream(self, req, options: SynthesisOptions, should_stop) -> Iterator[AudioChunk]:
-        m = self._m
-        with torch.inference_mode():
-            prompt = build_prompt(m.model.talker, m.cfg, req.ids, req.cond)
-        generator = None
-        if options.seed is not None:
-            generator = torch.Generator(m.device).manual_seed(options.seed)
-        if m.fast is not None:
-            frames = m.fast.frames(prompt, req.sampling, req.max_frames, generator, should_stop)
-        else:
-            frames = eager_frames(
-                m.model.talker, prompt, req.sampling, req.max_frames, generator, should_stop
+    def _run_alone(self, seq: Sequence, should_stop) -> Iterator[AudioChunk]:
+        if self._loop.rows:
+            raise RuntimeError(
+                "this engine is running a batch; use join()/step() from the thread that drives it"
             )
-        decoder = m.new_stream_decoder(req.cond.ref_codes)
-        pending: list[torch.Tensor] = []
-        index, start = 0, 0
-        target = options.first_chunk_frames
-        stop_reason = None
-        while stop_reason is None:
-            try:
-                pending.append(next(frames))
-            except StopIteration as end:
-                stop_reason = end.value or "eos"
-            if pending and (len(pending) >= target or stop_reason is not None):
-                codes = torch.cat(pending, dim=0)  # (n, 16)
-                samples = decoder(codes)
-                yield AudioChunk(
-                    samples=samples,
-                    codes=codes.cpu().numpy(),
-                    index=index,
-                    start_frame=start,
-                    is_last=stop_reason is not None,
-                    stop_reason=stop_reason,
-                )
-                index, start, pending = index + 1, start + codes.shape[0], []
-                target = options.chunk_frames
-            elif stop_reason is not None:
-                # nothing left to decode (EOS right after a chunk, or cancelled early)
-                yield AudioChunk(
-                    samples=np.zeros(0, np.float32),
-                    codes=np.zeros((0, 16), np.int64),
-                    index=index,
-                    start_frame=start,
-                    is_last=True,
-                    stop_reason=stop_reason,
-                )
+        self.join(seq)
+        try:
+            while True:
+                if should_stop is not None and should_stop():
+                    seq.cancel()
+                for _, chunk in self.step():
+                    yield chunk
+                    if chunk.is_last:
+                        return
+        finally:
+            if seq.slot is not None:  # the caller stopped reading: free the row
+                self._loop.cancel_all()
 
     def synthesize(
         self,

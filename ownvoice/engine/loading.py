@@ -47,7 +47,7 @@ class LoadedModel:
     default_max_frames: int
     decode_window_frames: int | None
     fingerprint: str  # identifies the speaker encoder + codec a VoicePrompt was made with
-    fast: object | None = None  # FastDecoder when EngineConfig.fast
+    loop: object = None  # FrameLoop (fast path) or EagerLoop (parity path)
 
     def new_stream_decoder(
         self, ref_codes: torch.Tensor | None
@@ -145,25 +145,32 @@ def load_model(path_or_id: str, config: EngineConfig) -> LoadedModel:
         folder / "speech_tokenizer", device, dtype, with_encoder=cfg.model_type == "base"
     )
     gen = read_json(folder / "generation_config.json")
-    fast = None
+    max_batch = config.max_batch or (16 if device.type == "cuda" else 8)
     if config.fast:
-        from ownvoice.engine.fast.decoder import FastDecoder
+        from ownvoice.engine.fast.loop import FrameLoop
 
+        kernels = None
         if device.type == "cpu":
-            _pack_for_cpu(model, config, stored)
+            kernels = _pack_for_cpu(model, config, stored)
         elif config.quantize:
             raise InvalidInput(
                 f"quantize={config.quantize!r} is a CPU option (weight-only int8 for our CPU "
                 f"kernels); on {device.type} leave it unset",
                 param="quantize",
             )
-        fast = FastDecoder(
+        loop = FrameLoop(
             model.talker,
+            max_batch=max_batch,
             use_cuda_graphs=config.use_cuda_graphs,
             use_compile=config.use_compile,
+            kernels=kernels,
         )
-    elif config.quantize:
-        raise InvalidInput("quantize needs the fast path (fast=True)", param="quantize")
+    else:
+        from ownvoice.engine.decode import EagerLoop
+
+        if config.quantize:
+            raise InvalidInput("quantize needs the fast path (fast=True)", param="quantize")
+        loop = EagerLoop(model.talker, max_batch=max_batch)
     return LoadedModel(
         source=path_or_id,
         folder=folder,
@@ -177,7 +184,7 @@ def load_model(path_or_id: str, config: EngineConfig) -> LoadedModel:
         default_max_frames=max(1, int(gen.get("max_new_tokens", 2048)) - 1),
         decode_window_frames=config.decode_window_frames,
         fingerprint=_fingerprint(cfg, model),
-        fast=fast,
+        loop=loop,
     )
 
 
@@ -212,9 +219,10 @@ def _decode_matrix(name: str) -> bool:
     return _DECODE_MATRIX.fullmatch(name) is not None
 
 
-def _pack_for_cpu(model: Qwen3TTSModel, config: EngineConfig, stored: torch.dtype) -> None:
+def _pack_for_cpu(model: Qwen3TTSModel, config: EngineConfig, stored: torch.dtype):
     """CPU fast path: decode-loop linears in our kernels, weights kept in the checkpoint's own
-    16 bits (exact) or int8 when asked; activations stay in float32."""
+    16 bits (exact) or int8 when asked; activations stay in float32. Returns the kernels
+    module, or None where they are not available."""
     from ownvoice.engine.fast.packed import pack_talker
     from ownvoice.kernels import cpu_kernels
 
@@ -225,12 +233,13 @@ def _pack_for_cpu(model: Qwen3TTSModel, config: EngineConfig, stored: torch.dtyp
                 "quantize='int8' needs the CPU kernels (x86-64 with AVX2 and a C++ compiler)",
                 param="quantize",
             )
-        return
+        return None
     mode = (
         "int8" if config.quantize == "int8" else "bf16" if stored == torch.bfloat16 else "float32"
     )
     n = pack_talker(model.talker, mode, kernels)
     log.info("CPU fast path: %d linears in %s", n, mode)
+    return kernels
 
 
 def sampling_from_generation_config(gen: dict) -> SamplingOptions:

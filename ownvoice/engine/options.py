@@ -116,6 +116,8 @@ class EngineConfig:
     decode_window_frames: int | None = None
     quantize: str | None = None  # None or "int8" (weight-only, talker + code predictor)
     num_threads: int | None = None  # CPU threads for torch; None = torch's default
+    # sequences one step can advance together; None = 16 on a GPU, 8 on the CPU
+    max_batch: int | None = None
 
     def validate(self) -> None:
         if self.dtype not in DTYPES:
@@ -123,6 +125,10 @@ class EngineConfig:
         if self.attention not in ("sdpa", "eager"):
             raise InvalidInput(
                 f"attention must be 'sdpa' or 'eager', got {self.attention!r}", param="attention"
+            )
+        if self.max_batch is not None and not 1 <= self.max_batch <= 64:
+            raise InvalidInput(
+                f"max_batch must be in 1..64, got {self.max_batch}", param="max_batch"
             )
         if self.quantize not in (None, "int8"):
             raise InvalidInput(

@@ -28,6 +28,10 @@ class Prompt:
     trailing: torch.Tensor  # (1, N, H) text rows fed one per frame, then `pad`
     pad: torch.Tensor  # (1, 1, H) tts_pad row, fed once `trailing` runs out
 
+    def text_row(self, k: int) -> torch.Tensor:
+        """The text row added to the talker input after frame k: (1, 1, H)."""
+        return self.trailing[:, k : k + 1] if k < self.trailing.shape[1] else self.pad
+
 
 @dataclass(frozen=True)
 class Conditioning:

@@ -1,13 +1,15 @@
-// CPU kernels of the decode loop. (1) Matrix-vector products with weights stored in 16 or 8 bits,
-// activations and accumulation in float32. (2) One whole decoder layer for one new token
+// CPU kernels of the decode loop. (1) Matrix products with weights stored in 16 or 8 bits,
+// activations and accumulation in float32. (2) One whole decoder layer for a set of new tokens
 // (norms, q/k norm, RoPE, KV-cache write, attention, MLP), so a decode step is a handful of
-// calls instead of hundreds of small torch ops. At batch 1 a decode step is bound by how fast weight bytes stream
-// from memory; torch's own CPU kernels reach about half of it for these shapes, and have no
-// mixed bf16-weight / fp32-activation form at all.
+// calls instead of hundreds of small torch ops. At batch 1 a decode step is bound by how fast weight
+// bytes stream from memory; with B rows each weight is read once for all of them.
 //
 //   y[m, n] = sum_k x[m, k] * w[n, k]          (x: (M, K) float32, w: (N, K))
 //
-// Each weight row is read once and used for all M rows of x; rows are split across threads.
+// Batch invariance: every output element is reduced in one fixed order whatever M is and
+// whichever tile computes it (one 8-lane accumulator, k in blocks, a fixed horizontal sum, then
+// the scalar tail in k order). So a row's result does not depend on which other rows share the
+// call: a request decodes to the same codes alone or in a batch (see serving.md).
 // AVX2 + FMA (x86-64-v3); the Python side falls back to torch where this is not available.
 
 #include <ATen/Parallel.h>
@@ -20,19 +22,6 @@
 #include <vector>
 
 namespace {
-
-inline __m256 load8_bf16(const uint16_t* p) {
-  // bfloat16 is the top half of a float32: widen and shift, exactly
-  __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-
-inline __m256 load8_i8(const int8_t* p) {
-  __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
-  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
-}
-
-inline __m256 load8_f32(const float* p) { return _mm256_loadu_ps(p); }
 
 inline float bf16_to_float(uint16_t v) {
   uint32_t bits = uint32_t(v) << 16;
@@ -48,70 +37,132 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// one dot product of a weight row with an activation row; 4 accumulators hide FMA latency
-template <typename W, __m256 (*Load)(const W*), float (*Scalar)(W)>
-inline float dot(const W* w, const float* x, int64_t K) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-  __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
-  int64_t k = 0;
-  for (; k + 32 <= K; k += 32) {
-    a0 = _mm256_fmadd_ps(Load(w + k), _mm256_loadu_ps(x + k), a0);
-    a1 = _mm256_fmadd_ps(Load(w + k + 8), _mm256_loadu_ps(x + k + 8), a1);
-    a2 = _mm256_fmadd_ps(Load(w + k + 16), _mm256_loadu_ps(x + k + 16), a2);
-    a3 = _mm256_fmadd_ps(Load(w + k + 24), _mm256_loadu_ps(x + k + 24), a3);
-  }
-  for (; k + 8 <= K; k += 8) a0 = _mm256_fmadd_ps(Load(w + k), _mm256_loadu_ps(x + k), a0);
-  float s = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-  for (; k < K; ++k) s += Scalar(w[k]) * x[k];
-  return s;
-}
+// ---- weight formats: how a block of weights is loaded and multiplied --------------------------
+//
+// Each format defines BLOCK (weights per step along k), how x is laid out for it (`prepare`),
+// and `fma`: acc += block of row w against the matching block of x. All tiles use these, so
+// the order of operations per output element is the same everywhere.
 
-// bf16 rows at T == 1, without widening shuffles. A 256-bit load holds 16 bf16 weights; 32-bit
-// lane j holds element 2j in its low half and 2j+1 in its high half. Masking keeps 2j+1 as a
-// float32, shifting left by 16 makes 2j one: two cheap integer ops per 16 weights instead of two
-// shuffles, which is what keeps this loop at memory speed. x is reordered once per call to match
-// (see split_even_odd).
-inline void split_even_odd(const float* x, float* xs, int64_t K) {
-  int64_t k = 0;
-  for (; k + 16 <= K; k += 16)
-    for (int j = 0; j < 8; ++j) {
-      xs[k + j] = x[k + 2 * j];
-      xs[k + 8 + j] = x[k + 2 * j + 1];
+// bfloat16 without widening shuffles. A 256-bit load holds 16 bf16 weights; 32-bit lane j holds
+// element 2j in its low half and 2j+1 in its high half. Masking keeps 2j+1 as a float32,
+// shifting left by 16 makes 2j one: two cheap integer ops per 16 weights. x is reordered once
+// per call to match: per block of 16, the 8 even elements, then the 8 odd ones.
+struct BF16 {
+  using W = uint16_t;
+  static constexpr int64_t BLOCK = 16;
+  static void prepare(const float* x, float* xs, int64_t K) {
+    int64_t k = 0;
+    for (; k + 16 <= K; k += 16)
+      for (int j = 0; j < 8; ++j) {
+        xs[k + j] = x[k + 2 * j];
+        xs[k + 8 + j] = x[k + 2 * j + 1];
+      }
+    for (; k < K; ++k) xs[k] = x[k];
+  }
+  struct Loaded {
+    __m256 even, odd;
+  };
+  static inline Loaded load(const W* w) {
+    const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
+    const __m256i hi = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+    return {_mm256_castsi256_ps(_mm256_slli_epi32(u, 16)), _mm256_castsi256_ps(_mm256_and_si256(u, hi))};
+  }
+  static inline __m256 fma(const Loaded& w, const float* xs, __m256 acc) {
+    acc = _mm256_fmadd_ps(w.even, _mm256_loadu_ps(xs), acc);
+    return _mm256_fmadd_ps(w.odd, _mm256_loadu_ps(xs + 8), acc);
+  }
+  static inline float scalar(W v) { return bf16_to_float(v); }
+};
+
+struct F32 {
+  using W = float;
+  static constexpr int64_t BLOCK = 8;
+  static void prepare(const float* x, float* xs, int64_t K) { std::memcpy(xs, x, K * sizeof(float)); }
+  using Loaded = __m256;
+  static inline Loaded load(const W* w) { return _mm256_loadu_ps(w); }
+  static inline __m256 fma(const Loaded& w, const float* xs, __m256 acc) {
+    return _mm256_fmadd_ps(w, _mm256_loadu_ps(xs), acc);
+  }
+  static inline float scalar(W v) { return v; }
+};
+
+// int8 weights, one float scale per output row (applied after the sum)
+struct I8 {
+  using W = int8_t;
+  static constexpr int64_t BLOCK = 8;
+  static void prepare(const float* x, float* xs, int64_t K) { std::memcpy(xs, x, K * sizeof(float)); }
+  using Loaded = __m256;
+  static inline Loaded load(const W* w) {
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w));
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+  }
+  static inline __m256 fma(const Loaded& w, const float* xs, __m256 acc) {
+    return _mm256_fmadd_ps(w, _mm256_loadu_ps(xs), acc);
+  }
+  static inline float scalar(W v) { return float(v); }
+};
+
+// R weight rows x C rows of x, over all of K. xs: prepared rows (layout of Fmt::prepare),
+// x: the same rows unprepared (for the scalar tail). Each of the R*C outputs has its own
+// accumulator and sees exactly the operations a 1 x 1 tile would give it.
+template <class Fmt, int R, int C>
+inline void tile(const typename Fmt::W* w, int64_t K, const float* xs, const float* x, float* y,
+                 int64_t ldy, const float* scale) {
+  __m256 acc[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+  const int64_t full = K - K % Fmt::BLOCK;
+  for (int64_t k = 0; k < full; k += Fmt::BLOCK) {
+    for (int r = 0; r < R; ++r) {
+      const auto wv = Fmt::load(w + r * K + k);
+      for (int c = 0; c < C; ++c) acc[r][c] = Fmt::fma(wv, xs + c * K + k, acc[r][c]);
     }
-  for (; k < K; ++k) xs[k] = x[k];
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) {
+      float s = hsum(acc[r][c]);
+      for (int64_t k = full; k < K; ++k) s += Fmt::scalar(w[r * K + k]) * x[c * K + k];
+      if (scale) s *= scale[r];
+      y[c * ldy + r] = s;
+    }
 }
 
-inline float dot_bf16(const uint16_t* w, const float* xs, const float* x, int64_t K) {
-  const __m256i hi = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
-  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-  __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
-  int64_t k = 0;
-  for (; k + 32 <= K; k += 32) {
-    const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k));
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k + 16));
-    a0 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(u, 16)), _mm256_loadu_ps(xs + k), a0);
-    a1 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(u, hi)), _mm256_loadu_ps(xs + k + 8), a1);
-    a2 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), _mm256_loadu_ps(xs + k + 16), a2);
-    a3 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(v, hi)), _mm256_loadu_ps(xs + k + 24), a3);
+// weight rows [n0, n1) against all M rows of x; R rows of W at a time, C rows of x at a time
+template <class Fmt, int R, int C>
+void rows_block(const typename Fmt::W* w, const float* scale, const float* xs, const float* x,
+                int64_t K, int64_t M, int64_t N, float* y, int64_t n0, int64_t n1) {
+  int64_t n = n0;
+  auto sc = [&](int64_t i) { return scale ? scale + i : nullptr; };
+  for (; n + R <= n1; n += R) {
+    int64_t m = 0;
+    for (; m + C <= M; m += C)
+      tile<Fmt, R, C>(w + n * K, K, xs + m * K, x + m * K, y + m * N + n, N, sc(n));
+    for (; m < M; ++m) tile<Fmt, R, 1>(w + n * K, K, xs + m * K, x + m * K, y + m * N + n, N, sc(n));
   }
-  for (; k + 16 <= K; k += 16) {
-    const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k));
-    a0 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(u, 16)), _mm256_loadu_ps(xs + k), a0);
-    a1 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(u, hi)), _mm256_loadu_ps(xs + k + 8), a1);
+  for (; n < n1; ++n) {
+    int64_t m = 0;
+    for (; m + C <= M; m += C)
+      tile<Fmt, 1, C>(w + n * K, K, xs + m * K, x + m * K, y + m * N + n, N, sc(n));
+    for (; m < M; ++m) tile<Fmt, 1, 1>(w + n * K, K, xs + m * K, x + m * K, y + m * N + n, N, sc(n));
   }
-  float s = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-  for (; k < K; ++k) s += bf16_to_float(w[k]) * x[k];
-  return s;
 }
 
-inline float i8_to_float(int8_t v) { return float(v); }
-inline float f32_id(float v) { return v; }
-
-}  // namespace
-
-// ---- one decoder layer for one new token ------------------------------------------------------
-
-namespace {
+template <class Fmt>
+void matmul_fmt(const typename Fmt::W* w, const float* scale, const float* x, int64_t K, int64_t M,
+                int64_t N, float* y) {
+  std::vector<float> xs(M * K);
+  for (int64_t m = 0; m < M; ++m) Fmt::prepare(x + m * K, xs.data() + m * K, K);
+  // one row of x: memory-bound, 8 independent weight rows hide the FMA latency; several rows:
+  // a 3 x 4 register tile reuses each loaded weight block 4 times and each x block 3 times
+  at::parallel_for(0, N, 48, [&](int64_t n0, int64_t n1) {
+    if (M == 1)
+      rows_block<Fmt, 8, 1>(w, scale, xs.data(), x, K, M, N, y, n0, n1);
+    else if (M == 2)
+      rows_block<Fmt, 4, 2>(w, scale, xs.data(), x, K, M, N, y, n0, n1);
+    else
+      rows_block<Fmt, 3, 4>(w, scale, xs.data(), x, K, M, N, y, n0, n1);
+  });
+}
 
 // a weight matrix in any of the stored forms
 struct Weight {
@@ -137,95 +188,17 @@ Weight as_weight(const torch::Tensor& w, const c10::optional<torch::Tensor>& sca
   return r;
 }
 
-// Two weight rows against T rows of x (the prefill case, T > 1): a register tile of 2 rows x 4
-// tokens (8 accumulators), so each loaded weight vector feeds 4 FMAs and each x vector 2.
-template <typename W, __m256 (*Load)(const W*), float (*Scalar)(W)>
-inline void tile2(const W* w0, const W* w1, const float* x, int64_t K, int64_t T, float* y0, float* y1,
-                  int64_t stride) {
-  for (int64_t t0 = 0; t0 < T; t0 += 4) {
-    const int64_t nt = std::min<int64_t>(4, T - t0);
-    __m256 a[2][4];
-    for (int r = 0; r < 2; ++r)
-      for (int c = 0; c < 4; ++c) a[r][c] = _mm256_setzero_ps();
-    const float* xt = x + t0 * K;
-    int64_t k = 0;
-    if (nt == 4) {
-      for (; k + 8 <= K; k += 8) {
-        const __m256 u = Load(w0 + k), v = Load(w1 + k);
-        for (int c = 0; c < 4; ++c) {
-          const __m256 xv = _mm256_loadu_ps(xt + c * K + k);
-          a[0][c] = _mm256_fmadd_ps(u, xv, a[0][c]);
-          a[1][c] = _mm256_fmadd_ps(v, xv, a[1][c]);
-        }
-      }
-    } else {
-      for (; k + 8 <= K; k += 8) {
-        const __m256 u = Load(w0 + k), v = Load(w1 + k);
-        for (int64_t c = 0; c < nt; ++c) {
-          const __m256 xv = _mm256_loadu_ps(xt + c * K + k);
-          a[0][c] = _mm256_fmadd_ps(u, xv, a[0][c]);
-          a[1][c] = _mm256_fmadd_ps(v, xv, a[1][c]);
-        }
-      }
-    }
-    for (int64_t c = 0; c < nt; ++c) {
-      float s0 = hsum(a[0][c]), s1 = hsum(a[1][c]);
-      for (int64_t kk = k; kk < K; ++kk) {
-        s0 += Scalar(w0[kk]) * xt[c * K + kk];
-        s1 += Scalar(w1[kk]) * xt[c * K + kk];
-      }
-      y0[(t0 + c) * stride] = s0;
-      y1[(t0 + c) * stride] = s1;
-    }
-  }
-}
-
-template <typename W, __m256 (*Load)(const W*), float (*Scalar)(W)>
-void matmul_rows(const W* w, const float* scale, const float* x, int64_t K, int64_t T, int64_t N,
-                 float* y, int64_t n0, int64_t n1) {
-  for (int64_t n = n0; n < n1; ++n) {
-    if (T == 1) {
-      y[n] = dot<W, Load, Scalar>(w + n * K, x, K) * (scale ? scale[n] : 1.0f);
-      continue;
-    }
-    const int64_t m = (n + 1 < n1) ? n + 1 : n;  // pair rows; a lone last row pairs with itself
-    tile2<W, Load, Scalar>(w + n * K, w + m * K, x, K, T, y + n, y + m, N);
-    if (scale)
-      for (int64_t t = 0; t < T; ++t) {
-        y[t * N + n] *= scale[n];
-        if (m != n) y[t * N + m] *= scale[m];
-      }
-    n = m;
-  }
-}
-
-// y (N) = W x for bf16 W (see dot_bf16)
-void matvec_bf16(const Weight& w, const float* x, float* y) {
+// Y (M, N) = X (M, K) W^T
+void matmul(const Weight& w, const float* x, int64_t M, float* y) {
   const int64_t K = w.cols, N = w.rows;
-  const uint16_t* wp = static_cast<const uint16_t*>(w.data);
-  std::vector<float> xs(K);
-  split_even_odd(x, xs.data(), K);
-  at::parallel_for(0, N, 64, [&](int64_t n0, int64_t n1) {
-    for (int64_t n = n0; n < n1; ++n) y[n] = dot_bf16(wp + n * K, xs.data(), x, K);
-  });
-}
-
-// Y (T, N) = X (T, K) W^T, rows of W split across threads
-void matmul(const Weight& w, const float* x, int64_t T, float* y) {
-  const int64_t K = w.cols, N = w.rows;
-  if (T == 1 && w.dtype == at::kBFloat16) return matvec_bf16(w, x, y);
-  at::parallel_for(0, N, 64, [&](int64_t n0, int64_t n1) {
-    switch (w.dtype) {
-      case at::kBFloat16:
-        matmul_rows<uint16_t, load8_bf16, bf16_to_float>(static_cast<const uint16_t*>(w.data), w.scale, x, K, T, N, y, n0, n1);
-        break;
-      case at::kChar:
-        matmul_rows<int8_t, load8_i8, i8_to_float>(static_cast<const int8_t*>(w.data), w.scale, x, K, T, N, y, n0, n1);
-        break;
-      default:
-        matmul_rows<float, load8_f32, f32_id>(static_cast<const float*>(w.data), w.scale, x, K, T, N, y, n0, n1);
-    }
-  });
+  switch (w.dtype) {
+    case at::kBFloat16:
+      return matmul_fmt<BF16>(static_cast<const uint16_t*>(w.data), nullptr, x, K, M, N, y);
+    case at::kChar:
+      return matmul_fmt<I8>(static_cast<const int8_t*>(w.data), w.scale, x, K, M, N, y);
+    default:
+      return matmul_fmt<F32>(static_cast<const float*>(w.data), nullptr, x, K, M, N, y);
+  }
 }
 
 // y = g * (x / rms(x)), normalised in float32 as the model does
@@ -248,62 +221,85 @@ void rope(float* v, const float* cos, const float* sin, int64_t d) {
 
 }  // namespace
 
-// x (T, H) float32 holds T consecutive new tokens at positions pos..pos+T-1; it is updated in
-// place: x += attn(norm(x)); x += mlp(norm(x)). k_cache / v_cache: this layer's
-// (kv_heads, capacity, head_dim) float32; the new positions are written, and token t attends
-// positions 0..pos+t. cos / sin: (T, head_dim) rows of the RoPE table.
-void decode_layer(torch::Tensor x, torch::Tensor in_norm, torch::Tensor qkv,
-                  c10::optional<torch::Tensor> qkv_scale, torch::Tensor q_norm, torch::Tensor k_norm,
-                  torch::Tensor o, c10::optional<torch::Tensor> o_scale, torch::Tensor post_norm,
-                  torch::Tensor gate_up, c10::optional<torch::Tensor> gate_up_scale,
-                  torch::Tensor down, c10::optional<torch::Tensor> down_scale, torch::Tensor k_cache,
-                  torch::Tensor v_cache, int64_t pos, torch::Tensor cos, torch::Tensor sin,
-                  int64_t n_heads, int64_t n_kv, int64_t d, double eps_d) {
+// One decoder layer for M new tokens, each with its own KV cache and position.
+//
+// x (M, H) float32 is updated in place: x += attn(norm(x)); x += mlp(norm(x)). Token m belongs
+// to the sequence whose caches are k_caches[m] / v_caches[m]: (layers, kv_heads, capacity,
+// head_dim) float32, of which `layer` is used. It is written at positions[m] and attends
+// positions 0..positions[m] of its cache. Tokens may share a cache: a prefill of T tokens is
+// T entries with one cache and consecutive positions (every token's keys are written before
+// any attention runs). Rows of different sequences never read each other's caches.
+// cos / sin: (M, head_dim) rows of the RoPE table at those positions.
+void decode_rows(torch::Tensor x, int64_t layer, torch::Tensor in_norm, torch::Tensor qkv,
+                 c10::optional<torch::Tensor> qkv_scale, torch::Tensor q_norm, torch::Tensor k_norm,
+                 torch::Tensor o, c10::optional<torch::Tensor> o_scale, torch::Tensor post_norm,
+                 torch::Tensor gate_up, c10::optional<torch::Tensor> gate_up_scale, torch::Tensor down,
+                 c10::optional<torch::Tensor> down_scale, std::vector<torch::Tensor> k_caches,
+                 std::vector<torch::Tensor> v_caches, torch::Tensor positions, torch::Tensor cos,
+                 torch::Tensor sin, int64_t n_heads, int64_t n_kv, int64_t d, double eps_d) {
   TORCH_CHECK(x.scalar_type() == at::kFloat && x.is_contiguous() && x.dim() == 2,
-              "x must be a contiguous float32 (T, H) tensor");
-  TORCH_CHECK(k_cache.scalar_type() == at::kFloat && k_cache.is_contiguous() && v_cache.is_contiguous(),
-              "caches must be contiguous float32");
+              "x must be a contiguous float32 (M, H) tensor");
+  const int64_t M = x.size(0), H = x.size(1), groups = n_heads / n_kv;
+  TORCH_CHECK(int64_t(k_caches.size()) == M && int64_t(v_caches.size()) == M,
+              "one key and one value cache per token");
+  TORCH_CHECK(positions.scalar_type() == at::kLong && positions.numel() == M && positions.is_contiguous(),
+              "positions must be M int64");
+  TORCH_CHECK(cos.size(0) == M && sin.size(0) == M && cos.is_contiguous() && sin.is_contiguous(),
+              "cos / sin must be (M, head_dim)");
+  const int64_t* pos = positions.data_ptr<int64_t>();
+  std::vector<float*> kc(M), vc(M);
+  std::vector<int64_t> cap(M);
+  for (int64_t m = 0; m < M; ++m) {
+    const auto& K = k_caches[m];
+    const auto& V = v_caches[m];
+    TORCH_CHECK(K.scalar_type() == at::kFloat && K.is_contiguous() && V.is_contiguous() && K.dim() == 4 &&
+                    K.size(1) == n_kv && K.size(3) == d && V.sizes() == K.sizes(),
+                "caches must be contiguous float32 (layers, kv_heads, capacity, head_dim)");
+    TORCH_CHECK(layer >= 0 && layer < K.size(0), "layer out of range");
+    cap[m] = K.size(2);
+    TORCH_CHECK(pos[m] >= 0 && pos[m] < cap[m], "KV cache full");
+    const int64_t offset = layer * n_kv * cap[m] * d;
+    kc[m] = K.data_ptr<float>() + offset;
+    vc[m] = V.data_ptr<float>() + offset;
+  }
   const float eps = float(eps_d);
-  const int64_t T = x.size(0), H = x.size(1), cap = k_cache.size(1), groups = n_heads / n_kv;
-  TORCH_CHECK(pos + T <= cap, "KV cache full");
-  TORCH_CHECK(cos.size(0) == T && sin.size(0) == T && cos.is_contiguous() && sin.is_contiguous(),
-              "cos / sin must be (T, head_dim)");
   const Weight Wqkv = as_weight(qkv, qkv_scale), Wo = as_weight(o, o_scale);
   const Weight Wgu = as_weight(gate_up, gate_up_scale), Wd = as_weight(down, down_scale);
   const int64_t I = Wgu.rows / 2, Q = Wqkv.rows;
   float* xp = x.data_ptr<float>();
   const float *cp = cos.data_ptr<float>(), *sp = sin.data_ptr<float>();
-  float *kc = k_cache.data_ptr<float>(), *vc = v_cache.data_ptr<float>();
-  std::vector<float> h(T * std::max(H, I)), qkv_out(T * Q), attn(T * n_heads * d), tmp(T * H);
-  std::vector<float> gu(T * Wgu.rows);
+  std::vector<float> h(M * std::max(H, I)), qkv_out(M * Q), attn(M * n_heads * d), tmp(M * H);
+  std::vector<float> gu(M * Wgu.rows);
 
-  // 1) attention
-  for (int64_t t = 0; t < T; ++t) rms_norm(xp + t * H, in_norm.data_ptr<float>(), h.data() + t * H, H, eps);
-  matmul(Wqkv, h.data(), T, qkv_out.data());
+  // 1) attention: project, normalise and rotate q and k, write every token's k and v
+  for (int64_t m = 0; m < M; ++m) rms_norm(xp + m * H, in_norm.data_ptr<float>(), h.data() + m * H, H, eps);
+  matmul(Wqkv, h.data(), M, qkv_out.data());
   const float *qn = q_norm.data_ptr<float>(), *kn = k_norm.data_ptr<float>();
-  for (int64_t t = 0; t < T; ++t) {
-    float* q = qkv_out.data() + t * Q;
+  for (int64_t m = 0; m < M; ++m) {
+    float* q = qkv_out.data() + m * Q;
     float* k = q + n_heads * d;
     float* v = k + n_kv * d;
     for (int64_t i = 0; i < n_heads; ++i) {
       rms_norm(q + i * d, qn, q + i * d, d, eps);
-      rope(q + i * d, cp + t * d, sp + t * d, d);
+      rope(q + i * d, cp + m * d, sp + m * d, d);
     }
     for (int64_t j = 0; j < n_kv; ++j) {
       rms_norm(k + j * d, kn, k + j * d, d, eps);
-      rope(k + j * d, cp + t * d, sp + t * d, d);
-      std::memcpy(kc + (j * cap + pos + t) * d, k + j * d, d * sizeof(float));
-      std::memcpy(vc + (j * cap + pos + t) * d, v + j * d, d * sizeof(float));
+      rope(k + j * d, cp + m * d, sp + m * d, d);
+      std::memcpy(kc[m] + (j * cap[m] + pos[m]) * d, k + j * d, d * sizeof(float));
+      std::memcpy(vc[m] + (j * cap[m] + pos[m]) * d, v + j * d, d * sizeof(float));
     }
   }
+  // 2) each token against its own cache, positions 0..pos
   const float scale = 1.0f / std::sqrt(float(d));
-  at::parallel_for(0, T * n_heads, 1, [&](int64_t b0, int64_t b1) {
-    std::vector<float> scores(pos + T);
+  at::parallel_for(0, M * n_heads, 1, [&](int64_t b0, int64_t b1) {
+    std::vector<float> scores;
     for (int64_t b = b0; b < b1; ++b) {
-      const int64_t t = b / n_heads, i = b % n_heads, last = pos + t;
-      const float* qi = qkv_out.data() + t * Q + i * d;
-      const float* kbase = kc + (i / groups) * cap * d;
-      const float* vbase = vc + (i / groups) * cap * d;
+      const int64_t m = b / n_heads, i = b % n_heads, last = pos[m];
+      scores.resize(last + 1);
+      const float* qi = qkv_out.data() + m * Q + i * d;
+      const float* kbase = kc[m] + (i / groups) * cap[m] * d;
+      const float* vbase = vc[m] + (i / groups) * cap[m] * d;
       float mx = -INFINITY;
       for (int64_t s = 0; s <= last; ++s) {
         float acc = 0;
@@ -313,7 +309,7 @@ void decode_layer(torch::Tensor x, torch::Tensor in_norm, torch::Tensor qkv,
       }
       float total = 0;
       for (int64_t s = 0; s <= last; ++s) total += (scores[s] = std::exp(scores[s] - mx));
-      float* out = attn.data() + (t * n_heads + i) * d;
+      float* out = attn.data() + (m * n_heads + i) * d;
       std::fill(out, out + d, 0.0f);
       for (int64_t s = 0; s <= last; ++s) {
         const float p = scores[s] / total;
@@ -321,19 +317,19 @@ void decode_layer(torch::Tensor x, torch::Tensor in_norm, torch::Tensor qkv,
       }
     }
   });
-  matmul(Wo, attn.data(), T, tmp.data());
-  for (int64_t i = 0; i < T * H; ++i) xp[i] += tmp[i];
+  matmul(Wo, attn.data(), M, tmp.data());
+  for (int64_t i = 0; i < M * H; ++i) xp[i] += tmp[i];
 
-  // 2) MLP: gate and up share one matrix (rows 0..I-1 gate, I..2I-1 up)
-  for (int64_t t = 0; t < T; ++t) rms_norm(xp + t * H, post_norm.data_ptr<float>(), h.data() + t * H, H, eps);
-  matmul(Wgu, h.data(), T, gu.data());
-  for (int64_t t = 0; t < T; ++t)
+  // 3) MLP: gate and up share one matrix (rows 0..I-1 gate, I..2I-1 up)
+  for (int64_t m = 0; m < M; ++m) rms_norm(xp + m * H, post_norm.data_ptr<float>(), h.data() + m * H, H, eps);
+  matmul(Wgu, h.data(), M, gu.data());
+  for (int64_t m = 0; m < M; ++m)
     for (int64_t i = 0; i < I; ++i) {
-      const float g = gu[t * 2 * I + i];
-      h[t * I + i] = g / (1.0f + std::exp(-g)) * gu[t * 2 * I + I + i];
+      const float g = gu[m * 2 * I + i];
+      h[m * I + i] = g / (1.0f + std::exp(-g)) * gu[m * 2 * I + I + i];
     }
-  matmul(Wd, h.data(), T, tmp.data());
-  for (int64_t i = 0; i < T * H; ++i) xp[i] += tmp[i];
+  matmul(Wd, h.data(), M, tmp.data());
+  for (int64_t i = 0; i < M * H; ++i) xp[i] += tmp[i];
 }
 
 // ---- plain linears (prefill, heads) ------------------------------------------------------------
@@ -352,5 +348,6 @@ torch::Tensor linear(torch::Tensor x, torch::Tensor w, c10::optional<torch::Tens
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("linear", &linear, "y = (x @ w.T) [* scale] (+ bias); w bf16 / f32 / int8, x float32");
-  m.def("decode_layer", &decode_layer, "one decoder layer for one new token, x updated in place");
+  m.def("decode_rows", &decode_rows,
+        "one decoder layer for M new tokens, each with its own cache and position; x updated in place");
 }

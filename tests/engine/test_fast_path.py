@@ -77,17 +77,23 @@ def test_fast_sampling_is_seeded(engines):
     assert not np.array_equal(a.codes, c.codes)
 
 
-def test_cache_grows_past_its_first_capacity(engines, tiny_checkpoints):
-    """A generation longer than the initially allocated cache keeps matching the eager path."""
+@pytest.mark.parametrize("kernels_on", [True, False])
+def test_cache_grows_past_its_first_capacity(engines, tiny_checkpoints, monkeypatch, kernels_on):
+    """A generation longer than the initially allocated cache keeps matching the eager path
+    (both backends: our CPU kernels' per-row caches, torch's shared padded cache)."""
+    from ownvoice import kernels
     from ownvoice.engine.engine import Engine
+    from ownvoice.engine.fast import loop
 
+    if not kernels_on:
+        monkeypatch.setattr(kernels, "_state", {"module": None})
+    # start small: the request below needs ~100 positions
+    monkeypatch.setattr(loop, "INITIAL_FRAMES", 8)
     eager = engines("0.6B-CustomVoice", False)
     fast = Engine.load(
         str(tiny_checkpoints["0.6B-CustomVoice"]), device="cpu", dtype="float32", fast=True
     )
-    fast._m.fast._ensure_capacity(64)  # start small: the request below needs ~100 positions
-    fast._m.fast.cache = None
-    fast._m.fast._ensure_capacity(64)
+    assert fast.backend == ("cpu-kernels" if kernels_on else "torch")
     opts = SynthesisOptions(sampling=SamplingOptions.greedy(), max_frames=80)
     a = eager.synthesize(TEXT, voice="ryan", options=opts)
     b = fast.synthesize(TEXT, voice="ryan", options=opts)
@@ -114,8 +120,7 @@ def test_compiled_fast_path_equals_eager(engines, tiny_checkpoints, monkeypatch)
     compiled = Engine.load(
         str(tiny_checkpoints["0.6B-CustomVoice"]), device="cpu", dtype="float32", use_compile=True
     )
-    assert compiled._m.fast.cpu_cp is None
-    assert hasattr(compiled._m.fast._predict_residual, "_torchdynamo_orig_callable")
+    assert compiled.backend == "torch" and compiled.compiled
     options = SynthesisOptions(sampling=SamplingOptions.greedy(), max_frames=24)
     eager = engines("0.6B-CustomVoice", False).synthesize(TEXT, voice="eric", options=options)
     fast = compiled.synthesize(TEXT, voice="eric", options=options)

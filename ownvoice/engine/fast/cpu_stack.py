@@ -1,6 +1,6 @@
 """A decoder stack stepped one token at a time by our C++ layer kernel (CPU fast path).
 
-Each layer becomes one call of `decode_layer` (norms, fused q/k/v, q/k norm, RoPE, cache write,
+Each layer becomes one call of `decode_rows` (norms, fused q/k/v, q/k norm, RoPE, cache write,
 attention, fused gate/up MLP), instead of ~40 small torch ops. The fused q/k/v and gate/up
 matrices are built once; the layer's PackedLinear modules are re-pointed at views of them, so
 the weights are held once, and prefill (many tokens) keeps using the modules.
@@ -11,7 +11,6 @@ from __future__ import annotations
 import torch
 
 from ownvoice.engine.fast.arena import Arena
-from ownvoice.engine.fast.cache import StaticKVCache
 from ownvoice.engine.fast.packed import PackedLinear
 from ownvoice.model.layers import DecoderStack
 
@@ -81,22 +80,25 @@ class CpuStack:
             isinstance(lin, PackedLinear) and lin.bias is None for lin in _projections(stack)
         )
 
-    def step(
+    def forward_rows(
         self,
         x: torch.Tensor,
-        pos: int,
-        cache: StaticKVCache,
+        k_caches: list[torch.Tensor],
+        v_caches: list[torch.Tensor],
+        positions: torch.Tensor,
         cos: torch.Tensor,
         sin: torch.Tensor,
     ) -> torch.Tensor:
-        """T new tokens (1, T, H) at positions pos.. -> the stack's normed output (1, T, H).
+        """M new tokens (M, H), token m at positions[m] of its own cache -> normed output (M, H).
 
-        cos, sin: (T, head_dim) float32 rows of the RoPE table for those positions.
+        k_caches[m], v_caches[m]: (layers, kv_heads, capacity, head_dim) float32; tokens of one
+        sequence (a prefill) share a cache. positions: (M,) int64; cos, sin: (M, head_dim)
+        float32 rows of the RoPE table at those positions.
         """
         h = x.reshape(-1, x.shape[-1]).float().contiguous().clone()  # updated in place
         for i, weights in enumerate(self.layers):
-            self.kernels.decode_layer(
-                h, *weights, cache.k[i, 0], cache.v[i, 0], pos, cos, sin,
+            self.kernels.decode_rows(
+                h, i, *weights, k_caches, v_caches, positions, cos, sin,
                 self.heads, self.kv_heads, self.head_dim, self.eps,
             )  # fmt: skip
-        return self.stack.norm(h.view(1, *h.shape))
+        return self.stack.norm(h)

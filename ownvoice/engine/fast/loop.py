@@ -1,0 +1,333 @@
+"""The fast frame loop over a batch of sequences: one step advances every row by one frame.
+
+Rows occupy slots 0..n-1 of preallocated buffers (`Slots`); each phase below is a function of
+those buffers with fixed shapes, so on CUDA each (phase, batch bucket) can be captured as a
+graph and replayed, and on the CPU the same functions simply run. Per step:
+
+    1) host: read every row's code0 (the one sync) -- retire rows that hit EOS or were cancelled
+    2) code predictor: codebooks 1..15 of every row, 15 sub-steps  -- graph "cp/<bucket>"
+    3) emit each row's frame; retire rows at their frame cap
+    4) talker step: feed every frame back, pick each row's next code0 -- graph "step/<bucket>/<span>"
+
+A sequence joins between steps: its prompt is prefilled alone (prompts differ in length), it
+picks its first code0, and from the next step on it is one more row. Every row keeps its own
+sampling settings, random stream, repetition-penalty history, position and trailing text, so
+(with the kernel backend, whose reductions do not depend on the batch) a sequence produces the
+same codes alone or beside others. The written order of random draws per row is the solo one:
+before each code0, codebook-0 noise then code-predictor noise.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
+
+import torch
+
+from ownvoice.engine.fast.backends import KernelBackend, TorchBackend, round_up
+from ownvoice.engine.fast.graphs import GraphRunner
+from ownvoice.engine.fast.sampler import NEG_INF, SamplerSettings, penalize_seen, sample_no_sync
+from ownvoice.engine.sampling import talker_logit_mask
+from ownvoice.engine.sequence import FrameEvent, Sequence
+from ownvoice.model.talker import Talker
+
+log = logging.getLogger(__name__)
+
+MIN_FRAMES = 2  # EOS is not allowed before this many frames (upstream min_new_tokens)
+INITIAL_FRAMES = 256  # talker cache room for frames at join; it doubles when a row needs more
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
+
+
+@dataclass
+class Slots:
+    """Per-row buffers, (max_batch, ...). `frame` is static memory: copy to keep."""
+
+    hidden: torch.Tensor  # (B, 1, H) talker output after its final norm
+    code0: torch.Tensor  # (B,) next codebook-0 code
+    frame: torch.Tensor  # (B, 16) the last frame's codes
+    pos: torch.Tensor  # (B,) position of the next talker input
+    frame_index: torch.Tensor  # (B,) frames generated so far
+    seen: torch.Tensor  # (B, V) codebook-0 codes generated so far (repetition penalty)
+    text_row: torch.Tensor  # (B, 1, H) trailing text row for the next talker input
+    noise0: torch.Tensor  # (B, V) Exp(1) noise for codebook 0
+    noise_cp: torch.Tensor  # (B, 15, 2048) Exp(1) noise for codebooks 1..15
+    penalty: torch.Tensor  # (B, 1)
+    talker_sampling: SamplerSettings
+    cp_sampling: SamplerSettings
+
+    def tensors(self) -> list[torch.Tensor]:
+        out = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, SamplerSettings):
+                out += [value.greedy, value.temperature, value.top_k, value.top_p]
+            else:
+                out.append(value)
+        return out
+
+
+class FrameLoop:
+    """Owns the buffers, caches and graphs of one talker. Used by one thread at a time."""
+
+    def __init__(
+        self,
+        talker: Talker,
+        max_batch: int = 8,
+        use_cuda_graphs: bool = True,
+        use_compile: bool = False,
+        kernels=None,
+    ):
+        self.talker, self.cfg = talker, talker.cfg
+        self.device, self.dtype = talker.device, talker.activation_dtype
+        self.max_batch = max_batch
+        if kernels is not None and self.device.type == "cpu" and _kernels_fit(talker):
+            self.backend = KernelBackend(talker, kernels, max_batch)
+        else:
+            self.backend = TorchBackend(talker, max_batch)
+        cp = talker.code_predictor
+        V, H, B = self.cfg.vocab_size, self.cfg.hidden_size, max_batch
+        dev = self.device
+
+        def zeros(*shape, dtype=torch.float32):
+            return torch.zeros(shape, dtype=dtype, device=dev)
+
+        self.slots = Slots(
+            hidden=zeros(B, 1, H, dtype=self.dtype),
+            code0=zeros(B, dtype=torch.long),
+            frame=zeros(B, cp.cfg.num_code_groups, dtype=torch.long),
+            pos=zeros(B, dtype=torch.long),
+            frame_index=zeros(B, dtype=torch.long),
+            seen=zeros(B, V, dtype=torch.bool),
+            text_row=zeros(B, 1, H, dtype=self.dtype),
+            noise0=torch.ones(B, V, device=dev),
+            noise_cp=torch.ones(B, cp.num_steps, cp.cfg.vocab_size, device=dev),
+            penalty=torch.ones(B, 1, device=dev),
+            talker_sampling=SamplerSettings.make(False, 1.0, 0, 1.0, B, dev),
+            cp_sampling=SamplerSettings.make(False, 1.0, 0, 1.0, B, dev),
+        )
+        self.suppress = talker_logit_mask(V, self.cfg.codec_eos_id, dev)
+        self.eos = torch.tensor([self.cfg.codec_eos_id], device=dev)
+        self.rows: list[Sequence] = []
+        self.timer = None  # a PhaseTimer while benchmarking
+        self.backend_name = "cpu-kernels" if self.exact_batching else "torch"
+        self.compiled = False
+        self.graphs = GraphRunner(
+            enabled=use_cuda_graphs and self.device.type == "cuda", buffers=self.slots.tensors
+        )
+        if use_compile:
+            self._compile()
+
+    @property
+    def exact_batching(self) -> bool:
+        """True when a row's codes cannot depend on the other rows (the CPU kernel backend)."""
+        return self.backend.exact_batching
+
+    def _compile(self) -> None:
+        """torch.compile the code-predictor and code-0 phases (fixed shapes per batch bucket).
+
+        The code predictor is where compiling pays (dozens of small ops per step fused); the
+        talker step attends a span that changes every 64 frames and would recompile, so it stays
+        eager (and graphed). The compiled functions are what the CUDA graphs capture. With our
+        CPU kernels there is nothing left to fuse.
+        """
+        if isinstance(self.backend, KernelBackend):
+            log.info("use_compile ignored: the CPU path already runs fused C++ layer kernels")
+            return
+        # inductor's default mode: "reduce-overhead" brings its own CUDA graphs, which fight ours
+        self._predict_residual = torch.compile(self._predict_residual, dynamic=False)
+        self._pick_code0 = torch.compile(self._pick_code0, dynamic=False)
+        self.compiled = True
+
+    # ---- the phases (fixed shapes per bucket; each is what a graph captures) --------------------
+
+    def _pick_code0(self, rows: slice) -> None:
+        s = self.slots
+        logits = self.talker.codec_head(s.hidden[rows])[:, -1].float()  # (n, V)
+        logits = penalize_seen(logits, s.seen[rows], s.penalty[rows])
+        too_early = (s.frame_index[rows] < MIN_FRAMES)[:, None] & (
+            torch.arange(logits.shape[-1], device=logits.device) == self.eos
+        )
+        logits = logits.masked_fill(too_early | self.suppress, NEG_INF)
+        s.code0[rows] = sample_no_sync(logits, _rows_of(s.talker_sampling, rows), s.noise0[rows])
+
+    def _predict_residual(self, n: int) -> None:
+        """Codebooks 1..15 of rows 0..n-1, whose codebook 0 is `code0`; 15 unrolled steps."""
+        s, cp, talker = self.slots, self.talker.code_predictor, self.talker
+        rows = slice(0, n)
+        code0 = s.code0[rows]
+        s.seen[rows] = s.seen[rows].scatter(1, code0[:, None], True)
+        s.frame[rows, 0] = code0
+        x = torch.cat([s.hidden[rows], talker.embed_codec(code0[:, None])], dim=1)  # (n, 2, H)
+        sampling = _rows_of(s.cp_sampling, rows)
+        start = 0
+        for step in range(1, cp.num_steps + 1):
+            h = self.backend.code_predictor(n, cp.small_to_mtp_projection(x), start)
+            start += x.shape[1]
+            logits = cp.lm_head[step - 1](h[:, -1]).float()
+            code = sample_no_sync(logits, sampling, s.noise_cp[rows, step - 1])
+            s.frame[rows, step] = code
+            if step < cp.num_steps:
+                x = cp.embed_code(step, code[:, None])
+
+    def _talker_step(self, n: int, span: int) -> None:
+        """Feed rows' `frame` + `text_row` at their `pos`, then pick each row's next code0."""
+        s, talker = self.slots, self.talker
+        rows = slice(0, n)
+        x = talker.embed_frames(s.frame[rows][:, None]) + s.text_row[rows]  # (n, 1, H)
+        s.hidden[rows] = self.backend.talker(n, x, s.pos[rows], span)
+        s.pos[rows] += 1
+        s.frame_index[rows] += 1
+        self._pick_code0(rows)
+
+    # ---- rows joining and leaving --------------------------------------------------------------
+
+    @property
+    def free_slots(self) -> int:
+        return self.max_batch - len(self.rows)
+
+    @torch.inference_mode()
+    def join(self, seq: Sequence) -> None:
+        """Prefill a new sequence alone and make it a row (its first step is the next one)."""
+        if not self.free_slots:
+            raise RuntimeError(f"batch full ({self.max_batch} rows); wait for a row to leave")
+        s, slot = self.slots, len(self.rows)
+        timer = self.timer or _untimed
+        length = seq.prompt.embeds.shape[1]
+        self.rows.append(seq)
+        seq.slot, seq.position = slot, length
+        self.backend.attach(slot, length + min(seq.max_frames, INITIAL_FRAMES))
+        self._configure(slot, seq)
+        with timer("prefill"), torch.inference_mode():
+            hidden = self.backend.prefill(slot, seq.prompt.embeds)
+            s.hidden[slot] = hidden[0, -1:]
+            self._draw_noise(slot, seq)
+            self._pick_code0(slice(slot, slot + 1))
+
+    def _configure(self, slot: int, seq: Sequence) -> None:
+        s, sp = self.slots, seq.sampling
+        s.seen[slot] = False
+        s.frame_index[slot] = 0
+        s.pos[slot] = seq.position
+        s.penalty[slot] = sp.repetition_penalty
+        for settings, args in (
+            (s.talker_sampling, (sp.do_sample, sp.temperature, sp.top_k, sp.top_p)),
+            (s.cp_sampling, (sp.sub_do_sample, sp.sub_temperature, sp.sub_top_k, sp.sub_top_p)),
+        ):
+            one = SamplerSettings.make(*args, 1, self.device)
+            for name in ("greedy", "temperature", "top_k", "top_p"):
+                getattr(settings, name)[slot] = getattr(one, name)[0]
+
+    def _draw_noise(self, slot: int, seq: Sequence) -> None:
+        s = self.slots
+        if seq.sampling.do_sample:
+            s.noise0[slot].exponential_(generator=seq.generator)
+        if seq.sampling.sub_do_sample:
+            s.noise_cp[slot].exponential_(generator=seq.generator)
+
+    def _leave(self, seq: Sequence) -> None:
+        """Free a row's slot; the last row moves into it so rows stay 0..n-1."""
+        slot, last = seq.slot, len(self.rows) - 1
+        self.backend.detach(slot)
+        if slot != last:
+            mover = self.rows[last]
+            for t in self.slots.tensors():
+                t[slot] = t[last]
+            self.backend.move(last, slot)
+            self.rows[slot], mover.slot = mover, slot
+        self.rows.pop()
+        seq.slot = None
+
+    # ---- one step over every row -------------------------------------------------------------
+
+    @torch.inference_mode()
+    def step(self) -> list[FrameEvent]:
+        """Advance every row by one frame; returns one event per row that made a frame or ended."""
+        if not self.rows:
+            return []
+        s = self.slots
+        timer = self.timer or _untimed
+        events: list[FrameEvent] = []
+        # 1) the one host sync: who ended?
+        codes = s.code0[: len(self.rows)].tolist()
+        for seq, code in list(zip(self.rows, codes, strict=True)):
+            reason = (
+                "cancelled" if seq.cancelled else "eos" if code == self.cfg.codec_eos_id else None
+            )
+            if reason:
+                self._leave(seq)
+                events.append(FrameEvent(seq, None, reason))
+        n = len(self.rows)
+        if not n:
+            return events
+        # 2) codebooks 1..15 for every row
+        bucket = self._bucket(n)
+        with timer("code_predictor"):
+            self.graphs.run(f"cp/{bucket}", lambda: self._predict_residual(bucket))
+        # 3) emit; rows at their cap end here (their last frame gets no talker step)
+        frames = s.frame[:n].clone()
+        for seq, frame in list(zip(self.rows, frames, strict=True)):
+            seq.frames += 1
+            done = seq.frames >= seq.max_frames
+            events.append(FrameEvent(seq, frame, "max_frames" if done else None))
+            if done:
+                self._leave(seq)
+        n = len(self.rows)
+        if not n:
+            return events
+        # 4) feed the frames back
+        with timer("talker"):
+            for seq in self.rows:
+                self.backend.ensure(seq.slot, seq.position + 1)
+                s.text_row[seq.slot] = seq.prompt.text_row(seq.frames - 1)[0]
+                self._draw_noise(seq.slot, seq)
+            if getattr(self.backend, "grown", False):
+                self.graphs.reset()  # captured graphs point at the old buffers
+                self.backend.grown = False
+            bucket = self._bucket(n)
+            span = self._span(n)
+            self.graphs.run(f"step/{bucket}/{span}", lambda: self._talker_step(bucket, span))
+            for seq in self.rows:
+                seq.position += 1
+        return events
+
+    def _bucket(self, n: int) -> int:
+        """Rows a phase runs over: exactly n, or (under CUDA graphs) the next bucket, whose
+        extra rows compute unused values in free slots."""
+        if not self.graphs.enabled:
+            return n
+        return next((b for b in BATCH_BUCKETS if b >= n), self.max_batch)
+
+    def _span(self, n: int) -> int:
+        """Cache positions the talker step reads (torch backend): a multiple of 64 covering every
+        row's next position, so one graph serves 64 frames."""
+        if isinstance(self.backend, KernelBackend):
+            return 0
+        longest = max(seq.position for seq in self.rows) + 1
+        return min(self.backend.capacity, round_up(longest, self.backend.bucket))
+
+    def cancel_all(self) -> list[FrameEvent]:
+        events = [FrameEvent(seq, None, "cancelled") for seq in list(self.rows)]
+        for event in events:
+            self._leave(event.seq)
+        return events
+
+
+def _rows_of(settings: SamplerSettings, rows: slice) -> SamplerSettings:
+    return SamplerSettings(
+        settings.greedy[rows],
+        settings.temperature[rows],
+        settings.top_k[rows],
+        settings.top_p[rows],
+    )
+
+
+def _kernels_fit(talker: Talker) -> bool:
+    from ownvoice.engine.fast.cpu_stack import CpuStack
+
+    return CpuStack.supported(talker.model) and CpuStack.supported(talker.code_predictor.model)
+
+
+@contextmanager
+def _untimed(name: str):
+    yield

@@ -1,0 +1,90 @@
+"""One request in flight: its prompt, sampling, random stream, frame cap, audio decoder and end.
+
+A `Sequence` is what the frame loop advances (alone, or as one row of a batch) and what turns
+its frames into `AudioChunk`s: it owns its streaming speech decoder and its chunk schedule
+(a small first chunk for a quick start, then fixed chunks). Made by `Engine.start()`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ownvoice.engine.options import SamplingOptions
+from ownvoice.engine.prompt import Prompt
+from ownvoice.engine.results import AudioChunk
+
+
+@dataclass(frozen=True)
+class FrameEvent:
+    """What a step did to one sequence: a new frame (fresh (16,) int64 tensor) and/or its end."""
+
+    seq: Sequence
+    frame: torch.Tensor | None
+    stop_reason: str | None = None
+
+
+@dataclass(eq=False)
+class Sequence:
+    prompt: Prompt
+    sampling: SamplingOptions
+    max_frames: int
+    generator: torch.Generator | None  # None = nondeterministic sampling
+    decoder: Callable[[torch.Tensor], np.ndarray]  # (n, 16) codes -> (n * 1920,) samples
+    first_chunk_frames: int = 2
+    chunk_frames: int = 8
+    tag: object = None  # the caller's (e.g. a request id)
+    # progress, kept by the frame loop
+    frames: int = 0  # frames generated
+    position: int = 0  # talker position of the next input
+    slot: int | None = None  # row in the batch while running
+    cancelled: bool = False  # set by anyone; the loop retires the row at its next step
+    stop_reason: str | None = None  # "eos", "max_frames" or "cancelled" once ended
+    # audio
+    _pending: list[torch.Tensor] = field(default_factory=list)
+    _chunks: int = 0
+    _start_frame: int = 0
+
+    @property
+    def done(self) -> bool:
+        return self.stop_reason is not None
+
+    def cancel(self) -> None:
+        """Stop at the next step boundary (within one frame)."""
+        self.cancelled = True
+
+    def take(self, frame: torch.Tensor | None, stop_reason: str | None) -> AudioChunk | None:
+        """A frame (16,) and/or the end; returns a chunk when one is due.
+
+        The last chunk (is_last) always comes, empty when nothing was left to decode.
+        """
+        if frame is not None:
+            self._pending.append(frame.reshape(1, -1))
+        if stop_reason is not None:
+            self.stop_reason = stop_reason
+        target = self.first_chunk_frames if self._chunks == 0 else self.chunk_frames
+        if not (len(self._pending) >= target or self.done):
+            return None
+        if self._pending:
+            codes = torch.cat(self._pending, dim=0)  # (n, 16)
+            samples = self.decoder(codes)
+            codes_np = codes.cpu().numpy()
+        elif self.done:
+            samples, codes_np = np.zeros(0, np.float32), np.zeros((0, 16), np.int64)
+        else:
+            return None
+        chunk = AudioChunk(
+            samples=samples,
+            codes=codes_np,
+            index=self._chunks,
+            start_frame=self._start_frame,
+            is_last=self.done,
+            stop_reason=self.stop_reason,
+        )
+        self._chunks += 1
+        self._start_frame += codes_np.shape[0]
+        self._pending = []
+        return chunk
