@@ -25,22 +25,7 @@ from dataclasses import dataclass
 from sentencex import segment
 
 from ownvoice.errors import InvalidInput
-
-# our language names (the model's codec_language_id keys) -> the codes sentencex expects
-LANGUAGE_CODES = {
-    "english": "en",
-    "german": "de",
-    "chinese": "zh",
-    "japanese": "ja",
-    "korean": "ko",
-    "french": "fr",
-    "russian": "ru",
-    "portuguese": "pt",
-    "spanish": "es",
-    "italian": "it",
-    "beijing_dialect": "zh",
-    "sichuan_dialect": "zh",
-}
+from ownvoice.languages import ISO_CODES
 
 # a sentence longer than this is hard-split even when the caller sets no limit
 DEFAULT_MAX_SENTENCE_CHARS = 400
@@ -84,13 +69,13 @@ def language_code(language: str | None, text: str = "") -> str:
     if language is None or language.lower() == "auto":
         return _guess_code(text)
     name = language.strip().lower()
-    if name in LANGUAGE_CODES:
-        return LANGUAGE_CODES[name]
+    if name in ISO_CODES:
+        return ISO_CODES[name]
     primary = re.split(r"[-_]", name)[0]
     if primary.isalpha() and 2 <= len(primary) <= 3:
         return primary
     raise InvalidInput(
-        f"language must be 'auto', one of {sorted(LANGUAGE_CODES)} or an ISO code like 'en', "
+        f"language must be 'auto', one of {sorted(ISO_CODES)} or an ISO code like 'en', "
         f"got {language!r}",
         param="language",
     )

@@ -12,7 +12,6 @@ import sys
 
 import numpy as np
 import pytest
-import torch
 
 from ownvoice.kernels import cpu_kernels
 
@@ -70,11 +69,9 @@ def test_bench_runs_the_reference_beside_us(tiny_checkpoints, tmp_path):
 def test_teacher_forcing_reproduces_greedy_codes(tiny_checkpoints):
     """Fed the model's own greedy codes, the forced logits pick those codes again; and an
     engine compared with itself agrees everywhere. A wrong text row or position would not."""
-    from ownvoice.bench.quality import forced_logits, int8_quality
+    from ownvoice.bench.quality import int8_quality
     from ownvoice.engine.engine import Engine
     from ownvoice.engine.options import SamplingOptions, SynthesisOptions
-    from ownvoice.engine.prompt import build_prompt
-    from ownvoice.engine.requests import resolve_request
 
     engine = Engine.load(str(tiny_checkpoints["0.6B-CustomVoice"]), device="cpu", fast=False)
     greedy = SamplingOptions.greedy()
@@ -84,10 +81,7 @@ def test_teacher_forcing_reproduces_greedy_codes(tiny_checkpoints):
     )  # fmt: skip
     text = "A short sentence for the check."
     codes = engine.synthesize(text, voice="ryan", options=options).codes
-    req = resolve_request(engine._m, text, "ryan", None, options)
-    with torch.inference_mode():
-        prompt = build_prompt(engine._m.model.talker, engine._m.cfg, req.ids, req.cond)
-    forced = forced_logits(engine._m.model.talker, prompt, torch.from_numpy(codes))
+    forced = engine.forced_logits(text, codes, voice="ryan", options=options)
     assert np.array_equal(forced.residual.argmax(-1).numpy(), codes[:, 1:])
     assert np.array_equal(forced.code0[:, :2048].argmax(-1).numpy(), codes[:, 0])
     same = int8_quality(engine, engine, frames=6, prompts=(text,))

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ownvoice.audiobook.document import Book
-from ownvoice.textsplit import LANGUAGE_CODES, chunk_paragraphs, cjk_fraction, is_cjk, language_code
+from ownvoice.languages import NAMES
+from ownvoice.textsplit import chunk_paragraphs, cjk_fraction, is_cjk, language_code
 
 CHUNK_CHARS = 200  # ~13 s of English speech: inside the range the models read stably
 CHUNK_CHARS_CJK = 100  # ~20-25 s of Chinese or Japanese; long CJK inputs drift and break first
@@ -54,8 +55,7 @@ def synthesis_language(book: Book, language: str) -> str:
     if language.lower() != "auto" or not book.language:
         return language
     code = book.language.split("-")[0].split("_")[0].lower()
-    names = {c: name for name, c in LANGUAGE_CODES.items() if "dialect" not in name}
-    return names.get(code, "auto")
+    return NAMES.get(code, "auto")
 
 
 def plan_chunks(book: Book, max_chars: int, language: str | None = None) -> list[PlannedChunk]:

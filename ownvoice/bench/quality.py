@@ -17,10 +17,6 @@ from dataclasses import asdict, dataclass
 import torch
 
 from ownvoice.engine.options import SamplingOptions, SynthesisOptions
-from ownvoice.engine.prompt import build_prompt
-from ownvoice.engine.requests import resolve_request
-from ownvoice.model.layers import DynamicKVCache
-from ownvoice.model.talker import Talker
 
 # fixed prompts: plain prose, numbers and punctuation, a question
 PROMPTS = (
@@ -28,12 +24,6 @@ PROMPTS = (
     "On 12 March 2024, at 7:45 pm, the train left platform 3 with 241 passengers.",
     "Would you like to hear the weather forecast for tomorrow morning?",
 )
-
-
-@dataclass(frozen=True)
-class ForcedLogits:
-    code0: torch.Tensor  # (F, V) talker head, before penalty and masking
-    residual: torch.Tensor  # (F, 15, V_cp) code predictor heads
 
 
 @dataclass(frozen=True)
@@ -57,33 +47,6 @@ class Int8Quality:
         )
 
 
-@torch.inference_mode()
-def forced_logits(talker: Talker, prompt, codes: torch.Tensor) -> ForcedLogits:
-    """Logits of every codebook position while feeding `codes` (F, 16) back, as decoding would."""
-    device = prompt.embeds.device
-    cp = talker.code_predictor
-    cache = DynamicKVCache()
-    length = prompt.embeds.shape[1]
-    hidden = talker.model(prompt.embeds, torch.arange(length, device=device)[None], cache)
-    code0_rows, residual_rows = [], []
-    for k in range(codes.shape[0]):
-        frame = codes[k : k + 1]  # (1, 16)
-        code0_rows.append(talker.codec_head(hidden[:, -1]).float())
-        x = torch.cat([hidden[:, -1:], talker.embed_codec(frame[:, :1])], dim=1)  # (1, 2, H)
-        cp_cache, pos, steps = DynamicKVCache(), 0, []
-        for step in range(1, cp.num_steps + 1):
-            positions = torch.arange(pos, pos + x.shape[1], device=device)[None]
-            h = cp.model(cp.small_to_mtp_projection(x), positions, cp_cache)
-            pos += x.shape[1]
-            steps.append(cp.lm_head[step - 1](h[:, -1]).float())
-            x = cp.embed_code(step, frame[:, step : step + 1])
-        residual_rows.append(torch.cat(steps, dim=0))  # (15, V_cp)
-        text = prompt.trailing[:, k : k + 1] if k < prompt.trailing.shape[1] else prompt.pad
-        x = talker.embed_frames(frame[:, None]) + text
-        hidden = talker.model(x, torch.tensor([[length + k]], device=device), cache)
-    return ForcedLogits(torch.cat(code0_rows), torch.stack(residual_rows))
-
-
 def int8_quality(reference, quantized, frames: int = 24, prompts=PROMPTS) -> Int8Quality:
     """Compare two engines loaded from the same checkpoint (the second with quantize='int8')."""
     options = SynthesisOptions(
@@ -94,14 +57,10 @@ def int8_quality(reference, quantized, frames: int = 24, prompts=PROMPTS) -> Int
     rel_errors, max_abs = [], 0.0
     for text in prompts:
         codes = torch.from_numpy(reference.synthesize(text, voice=voice, options=options).codes)
-        pair = []
-        for engine in (reference, quantized):
-            m = engine._m
-            req = resolve_request(m, text, voice, None, options)
-            with torch.inference_mode():
-                prompt = build_prompt(m.model.talker, m.cfg, req.ids, req.cond)
-            pair.append(forced_logits(m.model.talker, prompt, codes.to(m.device)))
-        ref, q = pair
+        ref, q = (
+            e.forced_logits(text, codes, voice=voice, options=options)
+            for e in (reference, quantized)
+        )
         for a, b in ((q.code0, ref.code0), (q.residual.flatten(0, 1), ref.residual.flatten(0, 1))):
             rel_errors.append(((a - b).norm(dim=-1) / b.norm(dim=-1).clamp_min(1e-12)).cpu())
             max_abs = max(max_abs, float((a - b).abs().max()))

@@ -20,6 +20,7 @@ from dataclasses import replace
 import numpy as np
 import torch
 
+from ownvoice.engine.forced import ForcedLogits, forced_logits
 from ownvoice.engine.loading import LoadedModel, load_model
 from ownvoice.engine.options import EngineConfig, SamplingOptions, SynthesisOptions
 from ownvoice.engine.prompt import build_prompt
@@ -118,6 +119,24 @@ class Engine:
     def weight_info(self) -> WeightInfo:
         """How the decode loop's weights are stored and how many bytes one frame reads."""
         return weight_info(self._m.model.talker, self.dtype)
+
+    def forced_logits(
+        self,
+        text: str,
+        codes,
+        voice: str | VoicePrompt | None = None,
+        instruct: str | None = None,
+        options: SynthesisOptions | None = None,
+    ) -> ForcedLogits:
+        """Teacher-forced logits of every codebook position of `codes` (F, 16) for this request
+        (see ownvoice.engine.forced)."""
+        options = options or SynthesisOptions()
+        req = resolve_request(self._m, text, voice, instruct, options)
+        m = self._m
+        with torch.inference_mode():
+            prompt = build_prompt(m.model.talker, m.cfg, req.ids, req.cond)
+        codes = torch.as_tensor(codes).to(m.device)
+        return forced_logits(m.model.talker, prompt, codes)
 
     def warmup(self) -> float:
         """Run one short synthesis so later requests pay no first-call costs; returns seconds."""

@@ -26,14 +26,13 @@ from ownvoice.server.auth import BodyLimit
 from ownvoice.server.drain import Drain, DrainGuard
 from ownvoice.server.errors import install_error_handlers
 from ownvoice.server.hosts import HostGuard, HostPolicy
-from ownvoice.server.metrics import ServerMetrics
-from ownvoice.server.pool import EnginePool
 from ownvoice.server.routes import health, models, speech, voices
 from ownvoice.server.settings import ServerSettings, load_settings
-from ownvoice.server.speech import SpeechPlanner
 from ownvoice.server.streaming import SpeechResponder
-from ownvoice.server.voicemap import VoiceMap
-from ownvoice.server.worker import Admission
+from ownvoice.service.metrics import Metrics
+from ownvoice.service.planning import SpeechPlanner
+from ownvoice.service.pool import EnginePool
+from ownvoice.service.voices import VoiceMap
 from ownvoice.voices import VoiceLibrary
 
 log = logging.getLogger("ownvoice.server")
@@ -47,11 +46,11 @@ def create_app(
     """Build the app. `engines` (name -> engine) skips loading those models; `run_doctor`
     defaults to True unless engines are given."""
     settings = settings if settings is not None else load_settings(None)
-    metrics = ServerMetrics()
-    pool = EnginePool(settings, engines)
+    config = settings.service_config()
+    metrics = Metrics()
+    pool = EnginePool(config, engines, metrics)
     library = VoiceLibrary(settings.voices_dir)
     voicemap = VoiceMap(pool, library, settings.voice_aliases)
-    admission = Admission(settings.limits.concurrency, settings.limits.queue_size, metrics)
     drain = Drain()
     hosts = HostPolicy.from_settings(settings.server)
     doctor = run_doctor if run_doctor is not None else engines is None
@@ -75,10 +74,9 @@ def create_app(
     app.state.pool = pool
     app.state.library = library
     app.state.voicemap = voicemap
-    app.state.admission = admission
     app.state.drain = drain
-    app.state.planner = SpeechPlanner(settings, pool, voicemap, library)
-    app.state.responder = SpeechResponder(settings, pool, library, admission, metrics, drain)
+    app.state.planner = SpeechPlanner(config, pool, voicemap, library)
+    app.state.responder = SpeechResponder(settings, pool, library, metrics, drain)
     app.state.warnings = []
     app.state.on_fatal = None  # set by runner.run_server: stop serving when a model cannot load
     install_error_handlers(app)

@@ -16,25 +16,23 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ownvoice.errors import (
+from ownvoice.errors import (  # noqa: F401  (re-exported: the server's errors in one place)
     EngineBusy,
+    InsufficientResources,
     InvalidInput,
     ModelLoadError,
+    ModelNotFound,
     OwnvoiceError,
+    PayloadTooLarge,
+    QueueFull,
+    QueueTimeout,
+    ServiceUnavailable,
+    ShuttingDown,
     VoiceNotFound,
+    is_out_of_memory,
 )
 
 log = logging.getLogger("ownvoice.server")
-
-
-class ModelNotFound(InvalidInput):
-    status = 404
-    code = "model_not_found"
-
-
-class PayloadTooLarge(InvalidInput):
-    status = 413
-    code = "payload_too_large"
 
 
 class Unauthorized(OwnvoiceError):
@@ -57,61 +55,24 @@ class OriginNotAllowed(OwnvoiceError):
     code = "origin_not_allowed"
 
 
-class ShuttingDown(OwnvoiceError):
-    status = 503
-    type = "server_error"
-    code = "shutting_down"
-
-
-class QueueTimeout(OwnvoiceError):
-    status = 503
-    type = "server_error"
-    code = "queue_timeout"
-
-
-class QueueFull(EngineBusy):
-    """EngineBusy with the number of seconds after which a retry is likely to be admitted."""
-
-    def __init__(self, message: str, retry_after: float):
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class InsufficientResources(OwnvoiceError):
-    """Out of GPU memory for one request: not fatal, the next request may fit."""
-
-    status = 503
-    type = "server_error"
-    code = "insufficient_resources"
-
-    def __init__(self, message: str = "out of GPU memory for this request; retry, or send "
-                 "shorter input"):  # fmt: skip
-        super().__init__(message)
-
-
-class ServiceUnavailable(OwnvoiceError):
-    status = 503
-    type = "server_error"
-    code = "model_unavailable"
-
-
 # exception class -> (HTTP status, OpenAI error type, default code); most specific first
 _MAP: list[tuple[type[Exception], int, str, str | None]] = [
     (EngineBusy, 429, "rate_limit_error", "queue_full"),
     (VoiceNotFound, 404, "invalid_request_error", "voice_not_found"),
+    (ModelNotFound, 404, "invalid_request_error", "model_not_found"),
+    (PayloadTooLarge, 413, "invalid_request_error", "payload_too_large"),
     (InvalidInput, 400, "invalid_request_error", None),
     (ModelLoadError, 503, "server_error", "model_unavailable"),
+    (QueueTimeout, 503, "server_error", "queue_timeout"),
+    (ShuttingDown, 503, "server_error", "shutting_down"),
+    (ServiceUnavailable, 503, "server_error", "model_unavailable"),
+    (InsufficientResources, 503, "server_error", "insufficient_resources"),
     (OwnvoiceError, 500, "server_error", None),
 ]
 
 
 def error_body(message: str, type_: str, param: str | None = None, code: str | None = None) -> dict:
     return {"error": {"message": message, "type": type_, "param": param, "code": code}}
-
-
-def is_out_of_memory(exc: BaseException) -> bool:
-    """torch.OutOfMemoryError (CUDA/ROCm), recognised without importing torch."""
-    return type(exc).__name__ == "OutOfMemoryError"
 
 
 def error_response(exc: Exception) -> JSONResponse:

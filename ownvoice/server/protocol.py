@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
+from ownvoice.service.planning import SpeechInput
+
 ResponseFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]
 StreamFormat = Literal["audio", "sse"]
 
@@ -49,6 +51,21 @@ class _SpeechOptions(OpenAIBaseModel):
     x_vector_only_mode: bool | None = None
     """Clone from the speaker embedding only (true) or with the reference transcript (ICL)."""
 
+    def _input(self, **fields) -> SpeechInput:
+        return SpeechInput(
+            response_format=self.response_format,
+            speed=self.speed,
+            stream_format=self.stream_format,
+            language=self.language,
+            seed=self.seed,
+            temperature=self.temperature,
+            top_k=self.top_k,
+            top_p=self.top_p,
+            max_frames=self.max_frames,
+            x_vector_only_mode=self.x_vector_only_mode,
+            **fields,
+        )
+
 
 class SpeechRequest(_SpeechOptions):
     """POST /v1/audio/speech. Ordered as the OpenAI API reference."""
@@ -72,6 +89,11 @@ class SpeechRequest(_SpeechOptions):
     def style(self) -> str | None:
         return self.instructions if self.instructions is not None else self.instruct
 
+    def to_input(self) -> SpeechInput:
+        return self._input(
+            input=self.input, voice=self.voice_name, model=self.model, instructions=self.style
+        )
+
 
 class VoiceCloneRequest(_SpeechOptions):
     """POST /v1/audio/voice-clone: one-shot cloning from a base64 clip (the seed server's API)."""
@@ -81,6 +103,9 @@ class VoiceCloneRequest(_SpeechOptions):
     """Base64 of a WAV/FLAC/OGG/MP3 file (a `data:audio/...;base64,` prefix is allowed)."""
     ref_text: str | None = None
     """Transcript of the clip; needed unless x_vector_only_mode is true."""
+
+    def to_input(self) -> SpeechInput:
+        return self._input(input=self.input, ref_audio=self.ref_audio, ref_text=self.ref_text)
 
 
 class ErrorInfo(BaseModel):

@@ -12,7 +12,6 @@ engine's vocabulary.
 from __future__ import annotations
 
 import ipaddress
-import json
 import os
 from pathlib import Path
 from typing import Literal
@@ -32,10 +31,13 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from ownvoice.engine.options import EngineConfig
 from ownvoice.errors import InvalidInput
 from ownvoice.server.hosts import origin_key, split_authority
+from ownvoice.service.config import Limits, ModelSpec, ServiceConfig
+from ownvoice.service.roles import ROLE_TYPES
+from ownvoice.service.roles import model_type_hint as _type_hint
+from ownvoice.service.roles import resolve_roles as _resolve_roles
 
 DEFAULT_MODEL = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
 ModelType = Literal["custom_voice", "voice_design", "base"]
-ROLE_TYPES = {"presets": "custom_voice", "design": "voice_design", "clone": "base"}
 
 
 class _Block(BaseModel):
@@ -101,6 +103,9 @@ class Roles(_Block):
     design: str | None = None  # VoiceDesign: a voice described in `instructions`
     clone: str | None = None  # Base: `clone:<name>` library voices and /v1/audio/voice-clone
 
+    def explicit(self) -> dict[str, str]:
+        return {r: getattr(self, r) for r in ROLE_TYPES if getattr(self, r) is not None}
+
 
 class StreamingBlock(_Block):
     decode_window_frames: int | None = Field(None, ge=1)  # None = exact incremental decoder
@@ -118,8 +123,11 @@ class OptimizationBlock(_Block):
 
 class LimitsBlock(_Block):
     max_input_chars: int = Field(4096, ge=1)  # the OpenAI limit
-    queue_size: int = Field(8, ge=0)  # requests waiting beyond `concurrency`; more get 429
-    concurrency: int = Field(1, ge=1)  # generations running at once
+    queue_size: int = Field(8, ge=0)  # requests waiting beyond the batch, per model; more: 429
+    # requests one model generates at once, in one batch (each step advances all of them by
+    # a frame); None = 16 on a GPU, 4 on a CPU. 1 = one request at a time.
+    max_batch: int | None = Field(None, ge=1, le=64)
+    concurrency: int | None = Field(None, ge=1)  # the former name of max_batch
     request_timeout_s: float = Field(600, gt=0)  # queue wait + generation; then stopped
     max_chunk_chars: int = Field(
         300, ge=20
@@ -145,7 +153,7 @@ class ServerSettings(BaseSettings):
     limits: LimitsBlock = LimitsBlock()
     gpu_keepalive_interval_s: float = Field(0, ge=0)  # >0: tiny GPU op when idle (AMD DPM)
     log_text: bool = False  # put the input text in the request log line
-    # OpenAI voice name -> preset speaker, merged over the built-in map (see voicemap.py)
+    # OpenAI voice name -> preset speaker, merged over the built-in map (see service/voices.py)
     voice_aliases: dict[str, str] = {}
 
     @classmethod
@@ -173,6 +181,30 @@ class ServerSettings(BaseSettings):
                     f"(configured: {', '.join(self.models)})"
                 )
         return self
+
+    def service_config(self) -> ServiceConfig:
+        """These settings in the serving core's terms (no pydantic past this point)."""
+        lim = self.limits
+        return ServiceConfig(
+            models=tuple(
+                ModelSpec(name, entry.source, entry.type) for name, entry in self.models.items()
+            ),
+            roles=self.roles.explicit(),
+            engine=self.engine_config(),
+            limits=Limits(
+                max_input_chars=lim.max_input_chars,
+                queue_size=lim.queue_size,
+                max_batch=lim.max_batch or lim.concurrency,
+                request_timeout_s=lim.request_timeout_s,
+                max_chunk_chars=lim.max_chunk_chars,
+                max_upload_mb=lim.max_upload_mb,
+            ),
+            lazy_load=self.lazy_load,
+            voices_dir=self.voices_dir,
+            chunk_frames=self.chunk_frames,
+            voice_aliases=dict(self.voice_aliases),
+            keepalive_s=self.gpu_keepalive_interval_s,
+        )
 
     def engine_config(self) -> EngineConfig:
         """The optimization block in the engine's terms."""
@@ -229,57 +261,10 @@ def load_settings(path: str | os.PathLike | None = None, **overrides) -> ServerS
 
 
 def model_type_hint(entry: ModelEntry) -> str | None:
-    """The model type from the entry, the checkpoint's config.json or the hub id; None = unknown.
-
-    A local folder's config.json says `tts_model_type` ("custom_voice", "voice_design", "base");
-    official hub ids end in -CustomVoice, -VoiceDesign or -Base.
-    """
-    if entry.type is not None:
-        return entry.type
-    config = Path(entry.source) / "config.json"
-    if config.is_file():
-        try:
-            found = json.loads(config.read_text()).get("tts_model_type")
-        except (OSError, ValueError):
-            found = None
-        if found in ROLE_TYPES.values():
-            return found
-    tail = entry.source.rstrip("/").lower()
-    for suffix, kind in (
-        ("customvoice", "custom_voice"),
-        ("voicedesign", "voice_design"),
-        ("base", "base"),
-    ):
-        if tail.endswith(suffix):
-            return kind
-    return None
+    """The model type of a config entry (declared, from its config.json, or from the hub id)."""
+    return _type_hint(entry.source, entry.type)
 
 
 def resolve_roles(settings: ServerSettings, types: dict[str, str | None]) -> dict[str, str]:
-    """role -> model name. Explicit roles win; an unset role takes the only model of its type.
-
-    `types` maps model name -> type (None while unknown). Never decided by the order of entries:
-    two models of one type and no explicit role is an error that asks for the role.
-    """
-    roles: dict[str, str] = {}
-    for role, kind in ROLE_TYPES.items():
-        name = getattr(settings.roles, role)
-        if name is not None:
-            if types.get(name) not in (None, kind):
-                raise InvalidInput(
-                    f"roles.{role} names model {name!r}, whose type is {types[name]!r}; "
-                    f"the {role} role needs a {kind} model",
-                    param="roles",
-                )
-            roles[role] = name
-            continue
-        candidates = [m for m, t in types.items() if t == kind]
-        if len(candidates) == 1:
-            roles[role] = candidates[0]
-        elif len(candidates) > 1:
-            raise InvalidInput(
-                f"models {', '.join(candidates)} are all {kind} models; set roles.{role} to the "
-                "one that should serve it",
-                param="roles",
-            )
-    return roles
+    """role -> model name, from the roles block and the model types (see service/roles.py)."""
+    return _resolve_roles(settings.roles.explicit(), types)

@@ -30,8 +30,8 @@ from ownvoice.server.errors import (
     error_response,
     is_out_of_memory,
 )
-from ownvoice.server.speech import SpeechPlan, make_work
-from ownvoice.server.worker import Job
+from ownvoice.service.generation import Generation
+from ownvoice.service.planning import SpeechPlan, plan_pieces
 
 log = logging.getLogger("ownvoice.server")
 
@@ -45,7 +45,7 @@ class RequestRecord:
         self.endpoint = endpoint
         self.t0 = time.monotonic()
         self.plan: SpeechPlan | None = None
-        self.job: Job | None = None
+        self.job: Generation | None = None
         self.frames = 0
         self.samples = 0
         self.t_first: float | None = None
@@ -148,11 +148,10 @@ class AudioStreamResponse(StreamingResponse):
 
 
 class SpeechResponder:
-    def __init__(self, settings, pool, library, admission, metrics, drain):
+    def __init__(self, settings, pool, library, metrics, drain):
         self.settings = settings
         self.pool = pool
         self.library = library
-        self.admission = admission
         self.metrics = metrics
         self.drain = drain
 
@@ -162,13 +161,14 @@ class SpeechResponder:
         record.text = text
         try:
             plan = record.plan = make_plan()
-            slot = self.admission.admit()
+            worker = plan.choice.worker
+            slot = worker.admission.admit()
             deadline = record.t0 + self.settings.limits.request_timeout_s
-            job = record.job = Job(
-                make_work(plan, self.pool, self.library), slot, deadline, self.pool.gate
+            job = record.job = Generation(
+                plan_pieces(plan, self.pool, self.library), slot, deadline
             )
             self.drain.track(job)
-            plan.choice.worker.submit(job)
+            worker.submit(job)
         except Exception as e:
             record.finish(str(error_response(e).status_code))
             raise
@@ -220,7 +220,7 @@ class SpeechResponder:
         )
 
     async def _body(
-        self, plan: SpeechPlan, job: Job, chunks, first, record: RequestRecord, watcher
+        self, plan: SpeechPlan, job: Generation, chunks, first, record: RequestRecord, watcher
     ):
         sse = plan.stream_format == "sse"
         encoder = AudioEncoder(plan.response_format)
@@ -270,7 +270,7 @@ class SpeechResponder:
             record.finish(status)
 
 
-async def _cancel_on_disconnect(request: Request, job: Job) -> None:
+async def _cancel_on_disconnect(request: Request, job: Generation) -> None:
     """Cancel the job when the client disconnects (also while it waits in the queue)."""
     while True:
         message = await request.receive()

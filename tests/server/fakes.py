@@ -1,9 +1,12 @@
 """FakeEngine: a test double with the Engine interface, deterministic audio and counters.
 
-Each frame is 1920 samples (80 ms) of a sine whose pitch depends on the voice, with continuous
-phase; the number of frames is `frames_per_char` per input character (runaway: always
-max_frames), capped by options.max_frames. `frame_delay` sleeps per frame, so tests can hold a
-generation open; `should_stop` is polled between frames, as the real engine does.
+It implements the batch API the service drives (start / join / step / cancel_all, see
+ownvoice/service/engine_protocol.py) with the engine's own `Sequence`, so chunking and the last
+chunk behave exactly as with a real model. Each frame is 1920 samples (80 ms) of a sine whose
+pitch depends on the voice, with continuous phase; a request makes `frames_per_char` frames per
+input character (runaway: always max_frames), capped by options.max_frames. `frame_delay`
+sleeps once per step (a step advances every running row), so tests can hold a generation open;
+a cancelled row leaves at the next step, as in the real engine (unless `ignore_stop`).
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ import zlib
 import numpy as np
 import torch
 
-from ownvoice.engine.options import SynthesisOptions
-from ownvoice.engine.results import SAMPLE_RATE, SAMPLES_PER_FRAME, AudioChunk, Synthesis
+from ownvoice.engine.options import SamplingOptions, SynthesisOptions
+from ownvoice.engine.results import SAMPLE_RATE, SAMPLES_PER_FRAME, Synthesis
+from ownvoice.engine.sequence import Sequence
 from ownvoice.engine.voice import VoicePrompt
 from ownvoice.errors import InvalidInput
 
@@ -36,6 +40,7 @@ class FakeEngine:
         instruct_supported: bool = False,
         device: str = "cpu",
         ignore_stop: bool = False,
+        max_batch: int = 16,
     ):
         self.model_type = model_type
         self.device = device
@@ -43,18 +48,21 @@ class FakeEngine:
         self.frames_per_char = frames_per_char
         self.frame_delay = frame_delay
         self.runaway = runaway
-        self.ignore_stop = ignore_stop  # a stuck engine: never looks at should_stop
+        self.ignore_stop = ignore_stop  # a stuck engine: never looks at cancellation
+        self.max_batch = max_batch
+        self.default_sampling = SamplingOptions()
         self._instruct = instruct_supported
         self.model_fingerprint = f"fake-{model_type}"
         self.lock = threading.Lock()
-        self.calls: list[dict] = []  # one per stream(): text, voice, instruct, options
+        self.calls: list[dict] = []  # one per start(): text, voice, instruct, options
         self.make_voice_calls = 0
         self.cancelled = 0
         self.frames_generated = 0
         self.warmed = 0
         self.threads: set[str] = set()
-        self.active = 0  # streams running right now
-        self.max_active = 0
+        self.rows: list[Sequence] = []
+        self.max_active = 0  # most rows in one step
+        self.steps = 0
 
     # -- the Engine interface ----------------------------------------------------------------
 
@@ -69,6 +77,14 @@ class FakeEngine:
     @property
     def instruct_supported(self) -> bool:
         return self._instruct or self.model_type == "voice_design"
+
+    @property
+    def running(self) -> list[Sequence]:
+        return list(self.rows)
+
+    @property
+    def active(self) -> int:
+        return len(self.rows)
 
     def warmup(self) -> float:
         self.warmed += 1
@@ -88,7 +104,7 @@ class FakeEngine:
             model_fingerprint=self.model_fingerprint,
         )
 
-    def stream(self, text, voice=None, instruct=None, options=None, should_stop=None):
+    def start(self, text, voice=None, instruct=None, options=None, tag=None) -> Sequence:
         options = options or SynthesisOptions()
         options.validate()
         self._check_voice(voice, instruct)
@@ -97,13 +113,72 @@ class FakeEngine:
             self.calls.append(
                 {"text": text, "voice": voice, "instruct": instruct, "options": options}
             )
-            self.active += 1
-            self.max_active = max(self.max_active, self.active)
-        try:
-            yield from self._frames(text, voice, options, should_stop)
-        finally:
-            with self.lock:
-                self.active -= 1
+        wanted = (
+            options.max_frames
+            if self.runaway
+            else max(1, math.ceil(len(text) * self.frames_per_char))
+        )
+        seq = Sequence(
+            prompt=None,
+            sampling=options.sampling or self.default_sampling,
+            max_frames=min(wanted, options.max_frames or wanted),
+            generator=None,
+            decoder=_SineDecoder(150 + zlib.crc32(repr(voice).encode()) % 300),
+            first_chunk_frames=options.first_chunk_frames,
+            chunk_frames=options.chunk_frames,
+            tag=tag,
+        )
+        seq.fake_stop = "eos" if wanted <= seq.max_frames else "max_frames"
+        return seq
+
+    def join(self, seq: Sequence) -> None:
+        if len(self.rows) >= self.max_batch:
+            raise RuntimeError(f"batch full ({self.max_batch} rows); wait for a row to leave")
+        seq.slot = len(self.rows)
+        self.rows.append(seq)
+        self.max_active = max(self.max_active, len(self.rows))
+
+    def step(self):
+        out = []
+        if not self.rows:
+            return out
+        self.steps += 1
+        self.threads.add(threading.current_thread().name)
+        if self.frame_delay:
+            time.sleep(self.frame_delay)
+        for seq in list(self.rows):
+            if seq.cancelled and not self.ignore_stop:
+                self.cancelled += 1
+                self._leave(seq)
+                out.append((seq, seq.take(None, "cancelled")))
+                continue
+            seq.frames += 1
+            self.frames_generated += 1
+            stop = seq.fake_stop if seq.frames >= seq.max_frames else None
+            if stop:
+                self._leave(seq)
+            chunk = seq.take(torch.zeros(16, dtype=torch.long), stop)
+            if chunk is not None:
+                out.append((seq, chunk))
+        return out
+
+    def cancel_all(self):
+        out = []
+        for seq in list(self.rows):
+            self._leave(seq)
+            out.append((seq, seq.take(None, "cancelled")))
+        return out
+
+    def stream(self, text, voice=None, instruct=None, options=None):
+        """One request alone, as Engine.stream does it."""
+        seq = self.start(text, voice, instruct, options)
+        self.join(seq)
+        while True:
+            for s, chunk in self.step():
+                if s is seq:
+                    yield chunk
+                    if chunk.is_last:
+                        return
 
     def synthesize(self, text, voice=None, instruct=None, options=None) -> Synthesis:
         chunks = list(self.stream(text, voice, instruct, options))
@@ -115,6 +190,10 @@ class FakeEngine:
 
     # -- internals ---------------------------------------------------------------------------
 
+    def _leave(self, seq: Sequence) -> None:
+        self.rows.remove(seq)
+        seq.slot = None
+
     def _check_voice(self, voice, instruct) -> None:
         if self.model_type == "custom_voice" and voice not in SPEAKERS:
             raise InvalidInput(f"speaker {voice!r} is not supported", param="voice")
@@ -123,44 +202,15 @@ class FakeEngine:
         if self.model_type == "voice_design" and not instruct:
             raise InvalidInput("voice design needs instruct", param="instruct")
 
-    def _frames(self, text, voice, options, should_stop):
-        wanted = (
-            options.max_frames
-            if self.runaway
-            else max(1, math.ceil(len(text) * self.frames_per_char))
-        )
-        total = min(wanted, options.max_frames)
-        stop = "eos" if wanted <= options.max_frames else "max_frames"
-        freq = 150 + zlib.crc32(repr(voice).encode()) % 300
-        frame, index, pending = 0, 0, []
-        size = options.first_chunk_frames
-        while frame < total:
-            if should_stop is not None and not self.ignore_stop and should_stop():
-                self.cancelled += 1
-                stop = "cancelled"
-                break
-            if self.frame_delay:
-                time.sleep(self.frame_delay)
-            pending.append(frame)
-            frame += 1
-            self.frames_generated += 1
-            if len(pending) == size or frame == total:
-                yield self._chunk(pending, index, freq, is_last=frame == total, stop=stop)
-                index, pending, size = index + 1, [], options.chunk_frames
-        if pending or stop == "cancelled" or index == 0:
-            yield self._chunk(pending, index, freq, is_last=True, stop=stop)
 
-    @staticmethod
-    def _chunk(frames, index, freq, is_last, stop) -> AudioChunk:
-        n = len(frames) * SAMPLES_PER_FRAME
-        start = frames[0] * SAMPLES_PER_FRAME if frames else 0
-        t = (start + np.arange(n)) / SAMPLE_RATE
-        samples = (0.3 * np.sin(2 * np.pi * freq * t)).astype(np.float32)
-        return AudioChunk(
-            samples=samples,
-            codes=np.zeros((len(frames), 16), dtype=np.int64),
-            index=index,
-            start_frame=frames[0] if frames else 0,
-            is_last=is_last,
-            stop_reason=stop if is_last else None,
-        )
+class _SineDecoder:
+    """codes (n, 16) -> n frames of a sine with continuous phase."""
+
+    def __init__(self, freq: float):
+        self.freq, self.frames = freq, 0
+
+    def __call__(self, codes: torch.Tensor) -> np.ndarray:
+        n = codes.shape[0] * SAMPLES_PER_FRAME
+        t = (self.frames * SAMPLES_PER_FRAME + np.arange(n)) / SAMPLE_RATE
+        self.frames += codes.shape[0]
+        return (0.3 * np.sin(2 * np.pi * self.freq * t)).astype(np.float32)

@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from ownvoice.encode import FORMATS
-from ownvoice.server.speech import frame_cap
+from ownvoice.service.planning import frame_cap
 from tests.server.fakes import FakeEngine
 from tests.server.helpers import duration, make_settings, serve
 

@@ -39,7 +39,7 @@ def wait_until(condition, timeout: float) -> float:
 
 def test_burst_gives_three_accepted_and_seven_429(tmp_path):
     engine = FakeEngine("custom_voice", frame_delay=0.03)  # 20 frames: 0.6 s per request
-    settings = make_settings(tmp_path, device="cpu", limits={"concurrency": 1, "queue_size": 2})
+    settings = make_settings(tmp_path, device="cpu", limits={"max_batch": 1, "queue_size": 2})
     with serve(settings, engines={"cv": engine}) as (base, app):
         body = {"model": "tts-1", "voice": "alloy", "input": "x" * 40, "response_format": "pcm"}
         http = httpx.Client(timeout=30, limits=httpx.Limits(max_connections=20))
@@ -81,7 +81,7 @@ def test_burst_gives_three_accepted_and_seven_429(tmp_path):
 @pytest.mark.parametrize("stream_format", ["audio", "sse"])
 def test_disconnected_stream_frees_its_slot_within_one_chunk(tmp_path, stream_format):
     engine = FakeEngine("custom_voice", frame_delay=0.05)  # chunks of 8 frames: 0.4 s each
-    settings = make_settings(tmp_path, device="cpu", limits={"concurrency": 1, "queue_size": 0})
+    settings = make_settings(tmp_path, device="cpu", limits={"max_batch": 1, "queue_size": 0})
     with serve(settings, engines={"cv": engine}) as (base, app):
         body = {
             "model": "tts-1",
@@ -94,7 +94,9 @@ def test_disconnected_stream_frees_its_slot_within_one_chunk(tmp_path, stream_fo
             assert r.status_code == 200
             next(r.iter_raw())
         # the client is gone: generation stops between frames, within one chunk
-        freed = wait_until(lambda: engine.active == 0 and app.state.admission.admitted == 0, 3.0)
+        freed = wait_until(
+            lambda: engine.active == 0 and app.state.pool.workers["cv"].admission.admitted == 0, 3.0
+        )
         assert freed < 0.4 + 0.5, f"slot freed after {freed:.2f} s"
         assert engine.cancelled == 1 and engine.frames_generated < 40
         r = httpx.post(f"{base}/v1/audio/speech", json={**body, "input": "Hi."}, timeout=10)
@@ -104,7 +106,7 @@ def test_disconnected_stream_frees_its_slot_within_one_chunk(tmp_path, stream_fo
 
 def test_client_leaving_the_queue_never_generates(tmp_path):
     engine = FakeEngine("custom_voice", frame_delay=0.05)
-    settings = make_settings(tmp_path, device="cpu", limits={"concurrency": 1, "queue_size": 1})
+    settings = make_settings(tmp_path, device="cpu", limits={"max_batch": 1, "queue_size": 1})
     with serve(settings, engines={"cv": engine}) as (base, app):
         long_body = {
             "model": "tts-1",
@@ -124,17 +126,24 @@ def test_client_leaving_the_queue_never_generates(tmp_path):
                 + f"Content-Length: {len(raw)}\r\n\r\n".encode()
                 + raw
             )
-            wait_until(lambda: app.state.admission.admitted == 2, 2.0)
+            wait_until(lambda: app.state.pool.workers["cv"].admission.admitted == 2, 2.0)
             sock.close()
-            wait_until(lambda: app.state.admission.admitted == 1, 2.0)  # its place is free at once
+            wait_until(
+                lambda: app.state.pool.workers["cv"].admission.admitted == 1, 2.0
+            )  # its place is free at once
             third = threading.Thread(
                 target=lambda: httpx.post(
                     f"{base}/v1/audio/speech", json={**long_body, "input": "Hi."}, timeout=30
                 )
             )
             third.start()
-            wait_until(lambda: app.state.admission.admitted == 2, 2.0)  # admitted, not refused
-            assert app.state.admission.running == 1 and engine.calls[0]["voice"] == "vivian"
+            wait_until(
+                lambda: app.state.pool.workers["cv"].admission.admitted == 2, 2.0
+            )  # admitted, not refused
+            assert (
+                app.state.pool.workers["cv"].admission.running == 1
+                and engine.calls[0]["voice"] == "vivian"
+            )
         third.join(10)
         assert "ryan" not in [c["voice"] for c in engine.calls]  # the queued one never ran
 
@@ -144,7 +153,7 @@ def test_a_client_that_stops_reading_is_dropped_after_send_timeout(tmp_path):
     settings = make_settings(
         tmp_path,
         device="cpu",
-        limits={"concurrency": 1, "queue_size": 0, "send_timeout_s": 2},
+        limits={"max_batch": 1, "queue_size": 0, "send_timeout_s": 2},
     )
     # small kernel buffers on both sides, so the server's sends block soon after the client
     # stops reading (autotuning would otherwise absorb megabytes first)
@@ -169,7 +178,8 @@ def test_a_client_that_stops_reading_is_dropped_after_send_timeout(tmp_path):
             assert head.startswith(b"HTTP/1.1 200"), head[:100]
             # the client now reads nothing more, and keeps the connection open
             freed = wait_until(
-                lambda: engine.active == 0 and app.state.admission.admitted == 0, 8.0
+                lambda: engine.active == 0 and app.state.pool.workers["cv"].admission.admitted == 0,
+                8.0,
             )
             # 2 s of send_timeout after the buffers fill (about 1 s of audio), not 15 s
             assert 1.5 < freed < 2 + 3.5, f"slot freed after {freed:.2f} s"

@@ -3,7 +3,6 @@ server itself from a config, behind a real uvicorn; the official `openai` client
 
 Random weights never say "end of speech", so every request caps its length (max_frames) and
 the tests compare formats and streams with each other rather than with a known duration.
-Skipped, with the reason, while the engine cannot load a tiny checkpoint.
 """
 
 from __future__ import annotations
@@ -46,25 +45,16 @@ def real(tiny_checkpoints, tmp_path_factory):
 
 
 def real_checkpoints(tiny_checkpoints) -> dict:
-    """name -> tiny checkpoint folder; skips (saying why) while they cannot be made."""
-    try:
-        return {name: tiny_checkpoints[like] for name, like in LIKES.items()}
-    except (ImportError, NotImplementedError) as e:  # the engine is written concurrently
-        pytest.skip(f"real engine not usable yet: {type(e).__name__}: {e}")
+    """name -> tiny checkpoint folder."""
+    return {name: tiny_checkpoints[like] for name, like in LIKES.items()}
 
 
 @contextlib.contextmanager
 def serve_real(settings):
-    """A live server loading real checkpoints; skips while Engine.load is not implemented."""
+    """A live server that loads the real checkpoints itself."""
     app = create_app(settings, run_doctor=False)
-    try:
-        with live_server(app, timeout=600) as base:
-            yield base, app
-    except RuntimeError:
-        errors = [w.error for w in app.state.pool.workers.values() if w.error is not None]
-        if any(isinstance(e, NotImplementedError) for e in errors):
-            pytest.skip("real engine not usable yet: Engine.load is not implemented")
-        raise
+    with live_server(app, timeout=600) as base:
+        yield base, app
 
 
 def capped(frames: int, **extra) -> dict:

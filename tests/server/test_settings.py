@@ -29,7 +29,11 @@ def test_defaults_serve_the_small_custom_voice_model_on_loopback():
         "cv": (DEFAULT_MODEL, "custom_voice")
     }
     assert resolve_roles(s, {"cv": "custom_voice"}) == {"presets": "cv"}
-    assert (s.limits.max_input_chars, s.limits.queue_size, s.limits.concurrency) == (4096, 8, 1)
+    assert (s.limits.max_input_chars, s.limits.queue_size, s.limits.max_batch) == (4096, 8, None)
+    # unset: by device (a GPU batches 16, a CPU 4); the former `concurrency` key still counts
+    assert s.service_config().max_batch in (4, 16)
+    legacy = load_settings(None, limits={"concurrency": 1})
+    assert legacy.service_config().max_batch == 1
 
 
 def test_example_config_is_valid_and_matches_the_defaults():

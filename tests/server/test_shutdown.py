@@ -110,7 +110,7 @@ def test_sigint_cuts_off_what_runs_past_the_shutdown_timeout(start_server):
 
 def test_an_aborted_drain_ends_sse_with_an_error_and_queued_requests_with_503(tmp_path):
     engine = FakeEngine("custom_voice", frame_delay=0.05)
-    settings = make_settings(tmp_path, device="cpu", limits={"concurrency": 1, "queue_size": 1})
+    settings = make_settings(tmp_path, device="cpu", limits={"max_batch": 1, "queue_size": 1})
     with serve(settings, engines={"cv": engine}) as (base, app):
         queued: list[httpx.Response] = []
         sse = {**body(400), "stream_format": "sse"}
@@ -123,7 +123,7 @@ def test_an_aborted_drain_ends_sse_with_an_error_and_queued_requests_with_503(tm
                 )
             )
             waiter.start()
-            wait_until(lambda: app.state.admission.admitted == 2, 2.0)
+            wait_until(lambda: app.state.pool.workers["cv"].admission.admitted == 2, 2.0)
             app.state.drain.begin()
             assert httpx.get(f"{base}/ready").status_code == 503
             refused = httpx.post(f"{base}/v1/audio/speech", json=body(10), timeout=10)
@@ -136,4 +136,4 @@ def test_an_aborted_drain_ends_sse_with_an_error_and_queued_requests_with_503(tm
         assert queued[0].status_code == 503
         assert queued[0].json()["error"]["code"] == "shutting_down"
         assert [c["voice"] for c in engine.calls] == ["vivian"]  # the queued one never ran
-        wait_until(lambda: app.state.admission.admitted == 0, 2.0)
+        wait_until(lambda: app.state.pool.workers["cv"].admission.admitted == 0, 2.0)

@@ -1,4 +1,4 @@
-"""Engine threads, admission, timeouts, lazy loading and voice aliases."""
+"""Scheduler threads, admission, timeouts, lazy loading and voice aliases."""
 
 from __future__ import annotations
 
@@ -7,14 +7,15 @@ import time
 import httpx
 import pytest
 
-from ownvoice.server.errors import QueueFull
-from ownvoice.server.worker import Admission, EngineWorker
+from ownvoice.errors import QueueFull
+from ownvoice.service.admission import Admission
+from ownvoice.service.scheduler import Scheduler
 from tests.server.fakes import FakeEngine
 from tests.server.helpers import make_settings, serve
 
 
 def test_admission_counts_and_estimates_retry_after():
-    admission = Admission(concurrency=2, queue_size=1)
+    admission = Admission(rows=2, queue_size=1)
     slots = [admission.admit() for _ in range(3)]
     slots[0].start()
     with pytest.raises(QueueFull) as e:
@@ -37,7 +38,7 @@ def test_worker_loads_on_its_thread_and_keeps_the_gpu_awake(monkeypatch):
         loaded_on.append(threading.current_thread().name)
         return engine
 
-    worker = EngineWorker("m", loader=loader, keepalive_s=0.02)
+    worker = Scheduler("m", loader=loader, keepalive_s=0.02)
     calls = []
     monkeypatch.setattr(worker, "_keepalive", lambda: calls.append(time.monotonic()))
     worker.start(load_now=True).result(5)
@@ -54,7 +55,7 @@ def test_a_failed_load_is_reported_and_retried():
         attempts.append(1)
         raise OSError("disk on fire")
 
-    worker = EngineWorker("m", loader=loader)
+    worker = Scheduler("m", loader=loader)
     future = worker.start(load_now=True)
     with pytest.raises(Exception, match="disk on fire"):
         future.result(5)
@@ -80,7 +81,8 @@ def test_generation_stops_at_the_request_timeout(tmp_path):
 
 def test_queued_request_times_out_even_behind_a_stuck_engine(tmp_path):
     stuck = FakeEngine("custom_voice", frame_delay=0.05, ignore_stop=True)
-    settings = make_settings(tmp_path, device="cpu", limits={"request_timeout_s": 0.6})
+    limits = {"request_timeout_s": 0.6, "max_batch": 1}  # one row: the second request waits
+    settings = make_settings(tmp_path, device="cpu", limits=limits)
     with serve(settings, engines={"cv": stuck}) as (base, app):
         with httpx.stream("POST", f"{base}/v1/audio/speech", json=BODY, timeout=10) as running:
             chunks = running.iter_raw()
@@ -125,17 +127,15 @@ def test_voice_aliases_from_the_config(tmp_path):
 
 
 class OutOfMemoryOnce(FakeEngine):
-    """Raises torch's out-of-memory error on its first stream, like a long input on a small GPU."""
+    """Raises torch's out-of-memory error on its first join (the prefill), like a long input on
+    a small GPU."""
 
-    def stream(self, text, voice=None, instruct=None, options=None, should_stop=None):
+    def join(self, seq):
         import torch
 
-        if not self.calls:
-            self.calls.append(
-                {"text": text, "voice": voice, "instruct": instruct, "options": options}
-            )
+        if len(self.calls) == 1:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
-        yield from super().stream(text, voice, instruct, options, should_stop)
+        super().join(seq)
 
 
 def test_out_of_memory_is_a_503_for_that_request_only(tmp_path):

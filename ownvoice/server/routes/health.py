@@ -31,7 +31,7 @@ async def health(request: Request) -> JSONResponse:
         "models": models,
         "roles": state.pool.roles,
         "warnings": warnings,
-        "queue": {"generating": state.admission.running, "waiting": state.admission.waiting},
+        "queue": {"generating": state.pool.generating, "waiting": state.pool.waiting},
         "draining": state.drain.draining,
     }
     return JSONResponse(body, status_code=503 if failed else 200)

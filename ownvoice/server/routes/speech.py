@@ -22,7 +22,7 @@ async def create_speech(body: SpeechRequest, request: Request) -> Response:
     _log_ignored(body)
     state = request.app.state
     return await state.responder.respond(
-        lambda: state.planner.plan(body), request, "speech", body.input
+        lambda: state.planner.plan(body.to_input()), request, "speech", body.input
     )
 
 
@@ -32,7 +32,7 @@ async def create_voice_clone(body: VoiceCloneRequest, request: Request) -> Respo
     _log_ignored(body)
     state = request.app.state
     return await state.responder.respond(
-        lambda: state.planner.plan_clone(body), request, "voice-clone", body.input
+        lambda: state.planner.plan_clone(body.to_input()), request, "voice-clone", body.input
     )
 
 

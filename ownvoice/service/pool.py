@@ -1,4 +1,4 @@
-"""The configured models: one EngineWorker each, the roles they serve, their start-up and health.
+"""The configured models: one Scheduler each, the roles they serve, their start-up and health.
 
 Roles (presets, design, clone) come from the config, or from the only model of the right type;
 never from the order of entries. Models load and warm up at start (or on first use with
@@ -10,16 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 
 from ownvoice.errors import InvalidInput, ModelLoadError
-from ownvoice.server.settings import (
-    ROLE_TYPES,
-    ServerSettings,
-    model_type_hint,
-    resolve_roles,
-)
-from ownvoice.server.worker import EngineWorker
+from ownvoice.service.config import ServiceConfig
+from ownvoice.service.roles import ROLE_TYPES, model_type_hint, resolve_roles
+from ownvoice.service.scheduler import Scheduler
 
 log = logging.getLogger("ownvoice.server")
 
@@ -31,36 +26,47 @@ ROLE_HELP = {
 
 
 class EnginePool:
-    def __init__(self, settings: ServerSettings, engines: dict | None = None):
-        self.settings = settings
-        self.gate = threading.BoundedSemaphore(settings.limits.concurrency)
-        self.workers: dict[str, EngineWorker] = {}
+    def __init__(self, config: ServiceConfig, engines: dict | None = None, metrics=None):
+        self.config = config
+        self.workers: dict[str, Scheduler] = {}
         self.sources: dict[str, str] = {}
         self.warnings: list[str] = []
         engines = dict(engines or {})
         types: dict[str, str | None] = {}
-        for name, entry in settings.models.items():
-            given = engines.pop(name, None)
-            self.sources[name] = entry.source
-            self.workers[name] = EngineWorker(
+        limits = config.limits
+
+        def scheduler(name, loader, engine):
+            return Scheduler(
                 name,
-                loader=lambda source=entry.source: _load_engine(source, settings),
-                engine=given,
-                keepalive_s=settings.gpu_keepalive_interval_s,
+                loader=loader,
+                engine=engine,
+                max_batch=config.max_batch,
+                queue_size=limits.queue_size,
+                keepalive_s=config.keepalive_s,
+                metrics=metrics,
             )
-            types[name] = given.model_type if given is not None else model_type_hint(entry)
+
+        for spec in config.models:
+            given = engines.pop(spec.name, None)
+            self.sources[spec.name] = spec.source
+            self.workers[spec.name] = scheduler(
+                spec.name, lambda source=spec.source: _load_engine(source, config), given
+            )
+            types[spec.name] = (
+                given.model_type if given is not None else model_type_hint(spec.source, spec.type)
+            )
         for name, given in engines.items():  # engines handed in without a config entry (tests)
             self.sources[name] = f"<{type(given).__name__}>"
-            self.workers[name] = EngineWorker(name, loader=None, engine=given)
+            self.workers[name] = scheduler(name, None, given)
             types[name] = given.model_type
         self.types = types
-        self.roles = resolve_roles(settings, types)
+        self.roles = resolve_roles(config.roles, types)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
         """Start every thread; unless lazy, load and warm every model (raises ModelLoadError)."""
-        load_now = not self.settings.lazy_load
+        load_now = not self.config.lazy_load
         futures = {name: w.start(load_now) for name, w in self.workers.items()}
         for name, future in futures.items():
             try:
@@ -73,7 +79,7 @@ class EnginePool:
                 self._on_ready(name)
         if load_now:
             self.types = {n: w.engine.model_type for n, w in self.workers.items()}
-            self.roles = resolve_roles(self.settings, self.types)  # checked against real types
+            self.roles = resolve_roles(self.config.roles, self.types)  # against real types
             log.info(
                 "roles: %s",
                 ", ".join(f"{r}={m}" for r, m in self.roles.items()) or "none",
@@ -86,18 +92,18 @@ class EnginePool:
     def _on_ready(self, name: str) -> None:
         worker = self.workers[name]
         engine = worker.engine
-        device = str(getattr(engine, "device", "?"))
+        device = str(engine.device)
         gpu = gpu_name(device)
         where = f"{device} ({gpu})" if gpu else device
         log.info(
-            "Model %s ready on %s [%s, %s, warm-up %.1f s]",
-            name, where, engine.model_type, getattr(engine, "dtype", "?"),
+            "Model %s ready on %s [%s, %s, batch %d, warm-up %.1f s]",
+            name, where, engine.model_type, engine.dtype, worker.rows,
             worker.warmup_seconds or 0.0,
         )  # fmt: skip
-        if device.startswith("cpu") and self.settings.device != "cpu":
+        if device.startswith("cpu") and self.config.engine.device != "cpu":
             message = (
-                f"model {name} runs on the CPU (device: {self.settings.device}); speech will be "
-                "much slower than real time. Install a CUDA/ROCm build of torch, or set "
+                f"model {name} runs on the CPU (device: {self.config.engine.device}); speech "
+                "will be much slower than real time. Install a CUDA/ROCm build of torch, or set "
                 "`device: cpu` to silence this warning"
             )
             self.warnings.append(message)
@@ -105,35 +111,43 @@ class EnginePool:
 
     # -- lookups ------------------------------------------------------------------------------
 
-    def for_role(self, role: str, param: str = "voice") -> EngineWorker:
+    def for_role(self, role: str, param: str = "voice") -> Scheduler:
         name = self.roles.get(role)
         if name is None:
             raise InvalidInput(f"this server has no {role} model: {ROLE_HELP[role]}", param=param)
         return self.workers[name]
 
-    def find_model(self, model: str) -> EngineWorker | None:
+    def find_model(self, model: str) -> Scheduler | None:
         """A worker by model name or by its source (hub id / folder), case-insensitively."""
         for name, w in self.workers.items():
             if model.lower() in (name.lower(), self.sources[name].lower()):
                 return w
         return None
 
-    def role_of(self, worker: EngineWorker) -> str | None:
+    def role_of(self, worker: Scheduler) -> str | None:
         for role, name in self.roles.items():
             if name == worker.name:
                 return role
         kind = self.types.get(worker.name)
         return next((r for r, k in ROLE_TYPES.items() if k == kind), None)
 
-    def model_key(self, worker: EngineWorker) -> str:
+    def model_key(self, worker: Scheduler) -> str:
         """What identifies the model to the voice-prompt cache."""
-        fingerprint = getattr(worker.engine, "model_fingerprint", None)
+        fingerprint = worker.engine.model_fingerprint if worker.engine is not None else None
         return fingerprint or f"{worker.name}:{self.sources[worker.name]}"
 
     @property
     def ready(self) -> bool:
-        lazy_ok = ("not loaded", "loaded") if self.settings.lazy_load else ()
+        lazy_ok = ("not loaded", "loaded") if self.config.lazy_load else ()
         return all(w.ready or w.state in lazy_ok for w in self.workers.values())
+
+    @property
+    def generating(self) -> int:
+        return sum(w.admission.running for w in self.workers.values())
+
+    @property
+    def waiting(self) -> int:
+        return sum(w.admission.waiting for w in self.workers.values())
 
     def status(self) -> dict:
         out = {}
@@ -144,19 +158,22 @@ class EnginePool:
                 "type": self.types.get(name),
                 "source": self.sources[name],
                 "roles": [r for r, m in self.roles.items() if m == name],
-                "device": str(getattr(e, "device", "")) or None,
-                "dtype": str(getattr(e, "dtype", "")) or None,
-                "gpu": gpu_name(str(getattr(e, "device", ""))),
+                "device": str(e.device) if e is not None else None,
+                "dtype": str(e.dtype) if e is not None else None,
+                "gpu": gpu_name(str(e.device)) if e is not None else None,
+                "batch": {"rows": w.occupancy, "max": w.rows},
             }
             if w.error is not None:
                 out[name]["error"] = str(w.error)
         return out
 
 
-def _load_engine(source: str, settings: ServerSettings):
+def _load_engine(source: str, config: ServiceConfig):
+    from dataclasses import replace
+
     from ownvoice.engine.engine import Engine
 
-    return Engine.load(source, config=settings.engine_config())
+    return Engine.load(source, config=replace(config.engine, max_batch=config.max_batch))
 
 
 def gpu_name(device: str) -> str | None:

@@ -1,8 +1,9 @@
-"""From a speech request to the work an engine thread runs: voice, options, text pieces, caps.
+"""From a speech request to what a scheduler runs: voice, options, text pieces, caps.
 
+Front ends describe a request as a `SpeechInput` (the HTTP edge converts its pydantic bodies).
 Planning is cheap and happens before admission (bad requests never take a queue place); the
-expensive parts (decoding a reference, encoding a voice prompt, generating) happen inside the
-work, on the engine's thread, after admission.
+expensive parts (decoding a reference, encoding a voice prompt, generating) happen on the
+engine's scheduler thread, after admission: `plan_pieces` gives the Sequences to run there.
 
 Long input is split at sentence boundaries into pieces of at most limits.max_chunk_chars, each
 generated in turn into one continuous stream. Each piece gets a frame cap proportional to its
@@ -17,13 +18,13 @@ import binascii
 import logging
 import math
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 from ownvoice.engine.options import SamplingOptions, SynthesisOptions
-from ownvoice.errors import InvalidInput
-from ownvoice.server.errors import PayloadTooLarge
-from ownvoice.server.protocol import SpeechRequest, VoiceCloneRequest, _SpeechOptions
-from ownvoice.server.voicemap import VoiceChoice
+from ownvoice.errors import InvalidInput, PayloadTooLarge
+from ownvoice.languages import model_language
+from ownvoice.service.voices import VoiceChoice
 
 log = logging.getLogger("ownvoice.server")
 
@@ -38,10 +39,29 @@ MIN_CAP_FRAMES = 40  # 3.2 s floor, for "Hi." or "2024" (which are longer spoken
 # (~4-5 syllables per second against ~14 characters per second); a digit as 2 (numbers expand).
 _WIDE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 _DIGIT = re.compile(r"[0-9]")
-LANGUAGE_CODES = {
-    "en": "english", "zh": "chinese", "ja": "japanese", "ko": "korean", "de": "german",
-    "fr": "french", "ru": "russian", "pt": "portuguese", "es": "spanish", "it": "italian",
-}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SpeechInput:
+    """A speech request, whatever it came through (OpenAI's fields plus Qwen3-TTS's)."""
+
+    input: str
+    voice: str = ""  # OpenAI name, preset speaker, clone:<name>, design
+    model: str | None = None
+    instructions: str | None = None  # style (CustomVoice 1.7B) or the voice (VoiceDesign)
+    response_format: str = "mp3"
+    speed: float = 1.0
+    stream_format: str = "audio"
+    language: str | None = None
+    seed: int | None = None
+    temperature: float | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+    max_frames: int | None = None
+    x_vector_only_mode: bool | None = None
+    # one-shot cloning (no library voice): base64 clip and its transcript
+    ref_audio: str | None = None
+    ref_text: str | None = None
 
 
 def frame_cap(text: str) -> int:
@@ -63,14 +83,6 @@ def split_input(text: str, max_chars: int, language: str | None) -> list[str]:
     lang = None if language in (None, "auto") else language
     pieces = [p for p in chunk_text(text, max_chars, language=lang) if p.strip()]
     return pieces or [text]
-
-
-def language_name(value: str | None) -> str | None:
-    """'en', 'en-US', 'English' -> 'english'; None stays None."""
-    if value is None or not value.strip():
-        return None
-    v = value.strip().lower().replace("_", "-")
-    return LANGUAGE_CODES.get(v.split("-")[0], v) if "-" in v or v in LANGUAGE_CODES else v
 
 
 @dataclass
@@ -95,22 +107,23 @@ class SpeechPlan:
     def piece_options(self, piece: str, engine) -> SynthesisOptions:
         """Options for one piece: the checkpoint's sampling defaults with the request's
         changes, and the smallest of the length cap, the request's cap and the engine's."""
-        base = getattr(engine, "default_sampling", None) or self.options.sampling
+        base = engine.default_sampling if engine is not None else self.options.sampling
         caps = [c for c in (frame_cap(piece), self.options.max_frames, self.max_frames) if c]
         return self.options.with_(sampling=replace(base, **self.sampling), max_frames=min(caps))
 
 
 class SpeechPlanner:
-    def __init__(self, settings, pool, voicemap, library):
-        self.settings = settings
+    def __init__(self, config, pool, voicemap, library):
+        self.config = config  # ServiceConfig
         self.pool = pool
         self.voicemap = voicemap
         self.library = library
 
-    def plan(self, req: SpeechRequest) -> SpeechPlan:
+    def plan(self, req: SpeechInput) -> SpeechPlan:
         text = self._check_input(req.input)
-        choice = self.voicemap.choose(req.model, req.voice_name)
-        instruct = req.style.strip() if req.style and req.style.strip() else None
+        choice = self.voicemap.choose(req.model, req.voice)
+        style = req.instructions
+        instruct = style.strip() if style and style.strip() else None
         ignored = []
         if choice.role == "design" and instruct is None:
             raise InvalidInput(
@@ -132,7 +145,7 @@ class SpeechPlanner:
         options = self._options(req, default_language, engine)
         return SpeechPlan(
             choice=choice,
-            pieces=split_input(text, self.settings.limits.max_chunk_chars, options.language),
+            pieces=split_input(text, self.config.limits.max_chunk_chars, options.language),
             options=options,
             max_frames=req.max_frames,
             sampling=_sampling(req),
@@ -145,10 +158,10 @@ class SpeechPlanner:
             ignored=ignored,
         )
 
-    def plan_clone(self, req: VoiceCloneRequest) -> SpeechPlan:
+    def plan_clone(self, req: SpeechInput) -> SpeechPlan:
         text = self._check_input(req.input)
         worker = self.pool.for_role("clone", param="ref_audio")
-        reference = self._decode_base64(req.ref_audio)
+        reference = self._decode_base64(req.ref_audio or "")
         ref_text = req.ref_text.strip() if req.ref_text and req.ref_text.strip() else None
         x_vector_only = bool(req.x_vector_only_mode)
         if not x_vector_only and ref_text is None:
@@ -161,7 +174,7 @@ class SpeechPlanner:
         options = self._options(req, None, worker.engine)
         return SpeechPlan(
             choice=choice,
-            pieces=split_input(text, self.settings.limits.max_chunk_chars, options.language),
+            pieces=split_input(text, self.config.limits.max_chunk_chars, options.language),
             options=options,
             max_frames=req.max_frames,
             sampling=_sampling(req),
@@ -178,7 +191,7 @@ class SpeechPlanner:
     # -- checks -------------------------------------------------------------------------------
 
     def _check_input(self, text: str) -> str:
-        limit = self.settings.limits.max_input_chars
+        limit = self.config.limits.max_input_chars
         if not text.strip():
             raise InvalidInput("input is empty; send the text to speak", param="input")
         if len(text) > limit:
@@ -202,10 +215,8 @@ class SpeechPlanner:
             return True
         return profile.x_vector_only
 
-    def _options(
-        self, req: _SpeechOptions, default_language: str | None, engine
-    ) -> SynthesisOptions:
-        language = language_name(req.language) or language_name(default_language) or "auto"
+    def _options(self, req: SpeechInput, default_language: str | None, engine) -> SynthesisOptions:
+        language = model_language(req.language) or model_language(default_language) or "auto"
         if engine is not None and language not in engine.supported_languages:
             raise InvalidInput(
                 f"language {req.language or default_language!r} is not supported; use one of "
@@ -216,18 +227,18 @@ class SpeechPlanner:
             language=language,
             sampling=SamplingOptions(**_sampling(req)),
             seed=req.seed,
-            chunk_frames=self.settings.chunk_frames,
+            chunk_frames=self.config.chunk_frames,
         )
         options.validate()
         return options
 
     def _decode_base64(self, data: str) -> bytes:
-        limit = int(self.settings.limits.max_upload_mb * 1024 * 1024)
+        limit = int(self.config.limits.max_upload_mb * 1024 * 1024)
         if data.startswith("data:"):
             data = data.partition(",")[2]
         if len(data) * 3 // 4 > limit:
             raise PayloadTooLarge(
-                f"ref_audio is larger than {self.settings.limits.max_upload_mb:g} MB "
+                f"ref_audio is larger than {self.config.limits.max_upload_mb:g} MB "
                 "(limits.max_upload_mb)",
                 param="ref_audio",
             )
@@ -237,30 +248,27 @@ class SpeechPlanner:
             raise InvalidInput(f"ref_audio is not valid base64: {e}", param="ref_audio") from e
 
 
-def _sampling(req: _SpeechOptions) -> dict:
+def _sampling(req: SpeechInput) -> dict:
     return {
         k: getattr(req, k) for k in ("temperature", "top_k", "top_p") if getattr(req, k) is not None
     }
 
 
-def make_work(plan: SpeechPlan, pool, library):
-    """The function an engine thread runs: get the voice, then stream every piece."""
+def plan_pieces(plan: SpeechPlan, pool, library) -> Callable[[object], Iterator]:
+    """What the scheduler runs: on the engine's thread, get the voice, then one Sequence per
+    text piece, in order."""
 
-    def work(engine, emit, should_stop) -> None:
+    def pieces(engine) -> Iterator:
         voice = _voice(plan, engine, pool, library)
         for piece in plan.pieces:
-            if should_stop():
-                return
-            for chunk in engine.stream(
+            yield engine.start(
                 piece,
                 voice=voice,
                 instruct=plan.instruct,
                 options=plan.piece_options(piece, engine),
-                should_stop=should_stop,
-            ):
-                emit(chunk)
+            )
 
-    return work
+    return pieces
 
 
 def _voice(plan: SpeechPlan, engine, pool, library):

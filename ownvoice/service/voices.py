@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ownvoice.errors import InvalidInput, VoiceNotFound
-from ownvoice.server.errors import ModelNotFound
+from ownvoice.errors import InvalidInput, ModelNotFound, VoiceNotFound
 from ownvoice.voices import VoiceLibrary, VoiceProfile
 
 OPENAI_VOICES = {
@@ -59,7 +58,7 @@ class UnknownVoice(InvalidInput):
 
 @dataclass(frozen=True)
 class VoiceChoice:
-    worker: object  # EngineWorker
+    worker: object  # the Scheduler of the model that speaks it
     role: str  # presets | design | clone
     label: str  # for logs: the voice as asked
     speaker: str | None = None  # presets: the engine's speaker name

@@ -1,0 +1,270 @@
+"""One thread per engine: it loads and warms the engine, then runs every admitted generation
+through the engine's batch.
+
+Between two steps the thread takes what arrived (generations, calls), drops waiting
+generations that were cancelled or timed out, and lets waiting generations join while the batch
+has free rows (joining prefills the prompt; a clone's first piece encodes its voice here). Each
+step advances every row by one frame; each row's audio goes to its own generation. A row leaves
+at the step after its generation was cancelled or timed out (so within one frame), or at its
+end, when the generation's next text piece takes its place. `call(fn)` runs fn(engine) on the
+thread between steps (encoding a voice for the library, listing speakers).
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+
+from ownvoice.errors import ServiceUnavailable, ShuttingDown, is_out_of_memory
+from ownvoice.service.admission import Admission
+from ownvoice.service.generation import Generation
+
+log = logging.getLogger("ownvoice.service")
+
+
+class Scheduler:
+    def __init__(
+        self,
+        name: str,
+        loader: Callable[[], object] | None,
+        engine=None,
+        max_batch: int = 1,
+        queue_size: int = 8,
+        keepalive_s: float = 0.0,
+        metrics=None,
+    ):
+        self.name = name
+        self.engine = engine
+        self.state = "not loaded" if engine is None else "loaded"
+        self.error: BaseException | None = None
+        self.warmup_seconds: float | None = None
+        self.metrics = metrics
+        self.rows = max_batch if engine is None else min(max_batch, engine.max_batch)
+        self.admission = Admission(self.rows, queue_size, metrics, name)
+        self._loader = loader
+        self._keepalive_s = keepalive_s
+        self._inbox: queue.Queue = queue.Queue()
+        self._waiting: collections.deque[Generation] = collections.deque()
+        self._active: list[Generation] = []  # generations with a row in the batch
+        self._closing = False
+        self._thread = threading.Thread(
+            target=self._run, name=f"ownvoice-engine-{name}", daemon=True
+        )
+
+    @property
+    def ready(self) -> bool:
+        return self.state == "ready"
+
+    @property
+    def occupancy(self) -> int:
+        """Rows in the batch now."""
+        return len(self._active)
+
+    # -- what front ends call -----------------------------------------------------------------
+
+    def start(self, load_now: bool) -> concurrent.futures.Future:
+        """Start the thread; with `load_now`, the future completes once loaded and warmed."""
+        self._thread.start()
+        if load_now:
+            return self.call(lambda engine: None)
+        done: concurrent.futures.Future = concurrent.futures.Future()
+        done.set_result(None)
+        return done
+
+    def submit(self, gen: Generation) -> None:
+        self._inbox.put(gen)
+
+    def call(self, fn: Callable[[object], object]) -> concurrent.futures.Future:
+        """Run fn(engine) on this thread between steps (loading the engine first if needed)."""
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        self._inbox.put((fn, future))
+        return future
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """End the thread: running rows stop at the next step, waiting ones never start."""
+        self._closing = True
+        self._inbox.put(None)
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    # -- the thread ----------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            if not self._take_inbox(block=not (self._active or self._waiting)):
+                self._shut_down()
+                return
+            self._admit()
+            if self._active:
+                self._step()
+
+    def _take_inbox(self, block: bool) -> bool:
+        """Handle what arrived; wait for something when idle. False once stop() was called."""
+        while True:
+            try:
+                if block:
+                    item = self._inbox.get(timeout=self._keepalive_s or None)
+                    block = False
+                else:
+                    item = self._inbox.get_nowait()
+            except queue.Empty:
+                if block:  # idle for a whole keep-alive interval
+                    self._keepalive()
+                    continue
+                return True
+            if item is None:
+                return False
+            if isinstance(item, Generation):
+                if self._closing:
+                    item.cancel("shutdown")
+                    item.fail(ShuttingDown("the server is shutting down"))
+                else:
+                    self._waiting.append(item)
+                continue
+            fn, future = item
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn(self._ensure_loaded()))
+                except BaseException as e:
+                    future.set_exception(e)
+
+    def _admit(self) -> None:
+        for gen in list(self._waiting):
+            if gen.should_stop():
+                self._waiting.remove(gen)
+                gen.end_unstarted()
+        if not self._waiting:
+            return
+        try:
+            engine = self._ensure_loaded()
+        except BaseException as e:
+            while self._waiting:
+                self._waiting.popleft().fail(e)
+            return
+        while self._waiting and len(self._active) < self.rows:
+            gen = self._waiting.popleft()
+            gen.begin()
+            if self.metrics:
+                self.metrics.queue_wait.observe(gen.t_started - gen.t_submitted)
+            self._next_piece(engine, gen)
+
+    def _next_piece(self, engine, gen: Generation) -> None:
+        """Join the generation's next piece; end it when there is none (or it failed)."""
+        try:
+            seq = gen.next_sequence(engine)
+            if seq is not None:
+                engine.join(seq)
+        except BaseException as e:
+            self._end(gen, error=e)
+            return
+        if seq is None:
+            self._end(gen)
+        elif gen not in self._active:
+            self._active.append(gen)
+
+    def _step(self) -> None:
+        engine = self.engine
+        for gen in self._active:
+            if gen.should_stop() and gen.sequence is not None:
+                gen.sequence.cancel()
+        if self.metrics:
+            self.metrics.batch_rows.labels(self.name).observe(len(self._active))
+            self.metrics.occupancy.labels(self.name).set(len(self._active))
+        try:
+            out = engine.step()
+        except BaseException as e:  # a failed step fails every row in it, never the thread
+            log.error("engine %s: step failed with %d rows: %s", self.name, len(self._active), e)
+            if is_out_of_memory(e):
+                _free_device_memory()
+            try:
+                engine.cancel_all()
+            except BaseException:
+                pass
+            for gen in list(self._active):
+                self._end(gen, error=e)
+            return
+        for seq, chunk in out:
+            gen = seq.tag
+            gen.emit(chunk)
+            if not chunk.is_last:
+                continue
+            if chunk.stop_reason in ("eos", "max_frames") and not gen.should_stop():
+                self._next_piece(engine, gen)
+            else:
+                self._end(gen)
+
+    def _end(self, gen: Generation, error: BaseException | None = None) -> None:
+        if gen in self._active:
+            self._active.remove(gen)
+        if gen.sequence is not None and gen.sequence.slot is not None:
+            gen.sequence.cancel()  # still in the batch (a failed next piece): leaves next step
+        if error is None:
+            gen.finish()
+        else:
+            gen.fail(error)
+        if self.metrics:
+            self.metrics.occupancy.labels(self.name).set(len(self._active))
+
+    def _shut_down(self) -> None:
+        for gen in list(self._waiting):
+            gen.cancel("shutdown")
+            gen.fail(ShuttingDown("the server is shutting down"))
+        self._waiting.clear()
+        if self._active and self.engine is not None:
+            for gen in self._active:
+                gen.cancel("shutdown")
+                gen.should_stop()
+            try:
+                for seq, chunk in self.engine.cancel_all():
+                    seq.tag.emit(chunk)
+            except BaseException:
+                pass
+            for gen in list(self._active):
+                self._end(gen)
+
+    def _ensure_loaded(self):
+        if self.state == "ready":
+            return self.engine
+        try:
+            if self.engine is None:
+                self.state = "loading"
+                t0 = time.monotonic()
+                self.engine = self._loader()
+                log.info("model %s loaded in %.1f s", self.name, time.monotonic() - t0)
+            rows = min(self.rows, self.engine.max_batch)
+            if rows != self.rows:
+                self.admission.resize(rows)
+                self.rows = rows
+            self.state = "warming up"
+            self.warmup_seconds = float(self.engine.warmup() or 0.0)
+            self.state = "ready"
+            self.error = None
+            return self.engine
+        except BaseException as e:
+            self.state, self.error = "failed", e
+            raise ServiceUnavailable(f"model {self.name!r} is unavailable: {e}") from e
+
+    def _keepalive(self) -> None:
+        """A tiny GPU op when idle, so AMD/NVIDIA power management keeps clocks up."""
+        if self.state != "ready" or not str(self.engine.device).startswith("cuda"):
+            return
+        import torch
+
+        x = torch.ones(64, 64, device=self.engine.device)
+        (x @ x).sum().item()
+
+
+def _free_device_memory() -> None:
+    """After an out-of-memory error, hand the cached blocks back so the next request can fit."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except Exception:  # freeing memory must never fail the request a second time
+        pass

@@ -1,0 +1,126 @@
+"""Concurrent requests share one engine batch: each client still gets exactly its own audio.
+
+Against a real uvicorn: the real engine on a tiny checkpoint (eight streaming clients at once,
+each equal to its solo rendering), and the fake engine for the timing of leaving rows and for
+overload at a batch size above one.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import re
+import time
+
+import httpx
+import pytest
+
+from tests.server.fakes import FakeEngine
+from tests.server.helpers import make_settings, serve
+
+VOICES = ["ryan", "aiden", "vivian", "serena", "eric", "dylan", "sohee", "uncle_fu"]
+
+
+def body(i: int) -> dict:
+    return {
+        "model": "tts-1",
+        "voice": VOICES[i % len(VOICES)],
+        "input": f"Request number {i}, " + "with a few more words " * (i % 3),
+        "response_format": "pcm",
+        "seed": 100 + i,
+        "max_frames": 10 + 3 * i,  # rows leave at different steps
+        **({"temperature": 0.6, "top_k": 20} if i % 2 else {}),
+    }
+
+
+def fetch(base: str, payload: dict) -> bytes:
+    with httpx.stream("POST", f"{base}/v1/audio/speech", json=payload, timeout=300) as r:
+        assert r.status_code == 200, r.read()
+        return b"".join(r.iter_bytes())
+
+
+def batch_stats(base: str) -> tuple[float, float]:
+    text = httpx.get(f"{base}/metrics").text
+    total = float(re.search(r'tts_batch_rows_sum\{model="cv"\} (\S+)', text).group(1))
+    steps = float(re.search(r'tts_batch_rows_count\{model="cv"\} (\S+)', text).group(1))
+    return total, steps
+
+
+def test_eight_streaming_clients_each_get_their_solo_audio(tiny_checkpoints, tmp_path):
+    settings = make_settings(
+        tmp_path,
+        device="cpu",
+        dtype="float32",
+        models={"cv": {"source": str(tiny_checkpoints["0.6B-CustomVoice"])}},
+        limits={"max_batch": 8},
+        optimization={"streaming": {"emit_every_frames": 3}},
+    )
+    with serve(settings) as (base, app):
+        solo = [fetch(base, body(i)) for i in range(8)]
+        rows_before, steps_before = batch_stats(base)
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            together = list(pool.map(lambda i: fetch(base, body(i)), range(8)))
+        rows, steps = batch_stats(base)
+    for i, (a, b) in enumerate(zip(solo, together, strict=True)):
+        assert len(a) == (10 + 3 * i) * 1920 * 2, i  # random weights never end early
+        assert a == b, f"request {i} differs when batched"
+    mean_rows = (rows - rows_before) / (steps - steps_before)
+    assert mean_rows > 2.5, f"the requests did not share steps (mean rows {mean_rows:.2f})"
+
+
+def test_a_disconnected_client_leaves_the_batch_at_the_next_step(tmp_path):
+    engine = FakeEngine(frame_delay=0.05, frames_per_char=1.0)
+    settings = make_settings(tmp_path, device="cpu", limits={"max_batch": 4})
+    payload = {"model": "tts-1", "voice": "ryan", "input": "x" * 200, "response_format": "pcm"}
+    with serve(settings, engines={"cv": engine}) as (base, app):
+        worker = app.state.pool.workers["cv"]
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            others = [pool.submit(fetch, base, payload) for _ in range(2)]
+            with httpx.stream("POST", f"{base}/v1/audio/speech", json=payload, timeout=30) as r:
+                next(r.iter_raw())
+                deadline = time.monotonic() + 5
+                while engine.active < 3 and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                assert engine.active == 3
+            steps_at_close = engine.steps
+            deadline = time.monotonic() + 5
+            while engine.active > 2 and time.monotonic() < deadline:
+                time.sleep(0.005)
+            left_after = engine.steps - steps_at_close
+            assert engine.active == 2 and worker.occupancy == 2
+            # the disconnect is seen between two steps; the row leaves in the step after it
+            assert left_after <= 2, f"its row stayed {left_after} steps"
+            for f in others:
+                assert len(f.result()) == 200 * 1920 * 2  # the others carry on to the end
+    assert engine.cancelled == 1
+
+
+def test_overload_with_a_batch_still_answers_429_with_retry_after(tmp_path):
+    engine = FakeEngine(frame_delay=0.05, frames_per_char=1.0)
+    settings = make_settings(tmp_path, device="cpu", limits={"max_batch": 2, "queue_size": 1})
+    payload = {"model": "tts-1", "voice": "ryan", "input": "x" * 30, "response_format": "pcm"}
+    with serve(settings, engines={"cv": engine}) as (base, app):
+
+        def send(_):
+            return httpx.post(f"{base}/v1/audio/speech", json=payload, timeout=30)
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(send, range(8)))
+    statuses = sorted(r.status_code for r in answers)
+    assert statuses == [200] * 3 + [429] * 5, statuses
+    for r in answers:
+        if r.status_code == 429:
+            assert int(r.headers["retry-after"]) >= 1
+            assert r.json()["error"]["code"] == "queue_full"
+    assert engine.max_active == 2  # two rows at once, the third waited for one of them
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_max_batch_bounds_the_rows(tmp_path, rows):
+    engine = FakeEngine(frame_delay=0.02, frames_per_char=1.0)
+    settings = make_settings(tmp_path, device="cpu", limits={"max_batch": rows, "queue_size": 8})
+    payload = {"model": "tts-1", "voice": "ryan", "input": "x" * 20, "response_format": "pcm"}
+    with serve(settings, engines={"cv": engine}) as (base, app):
+        with concurrent.futures.ThreadPoolExecutor(5) as pool:
+            answers = list(pool.map(lambda _: fetch(base, payload), range(5)))
+    assert all(len(a) == 20 * 1920 * 2 for a in answers)
+    assert engine.max_active == rows

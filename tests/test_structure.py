@@ -1,0 +1,45 @@
+"""The layering holds: model <- engine <- service <- front ends.
+
+The serving core must import no HTTP framework and no pydantic (other front ends use it
+without them), and nothing outside the engine reaches into the engine's private state.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "ownvoice"
+
+
+def test_service_imports_no_http_framework_and_no_pydantic():
+    modules = sorted(p.stem for p in (PACKAGE / "service").glob("*.py") if p.stem != "__init__")
+    assert {"pool", "scheduler", "planning", "voices", "admission"} <= set(modules)
+    code = (
+        "import sys\n"
+        + "".join(f"import ownvoice.service.{m}\n" for m in modules)
+        + "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('fastapi', 'starlette', 'pydantic', 'pydantic_settings', 'uvicorn'))\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "", f"the service pulled in: {out.stdout.strip()}"
+
+
+def test_the_service_and_model_never_import_the_front_ends():
+    pattern = re.compile(r"^\s*(from|import) ownvoice\.(server|cli|audiobook|web|wyoming)\b", re.M)
+    for layer in ("model", "engine", "service"):
+        for path in (PACKAGE / layer).rglob("*.py"):
+            found = pattern.search(path.read_text())
+            assert found is None, f"{path.relative_to(PACKAGE)} imports {found.group(0).strip()}"
+
+
+def test_nothing_outside_the_engine_touches_its_private_attributes():
+    private = re.compile(r"\bengine\._\w+|\._m\b")
+    for path in PACKAGE.rglob("*.py"):
+        if path.is_relative_to(PACKAGE / "engine"):
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            assert not private.search(line), f"{path.relative_to(PACKAGE)}:{n}: {line.strip()}"
