@@ -4,7 +4,7 @@ Both have the same small surface:
 
     backend.identity() -> dict          what makes their audio what it is (part of the chunk key)
     backend.synthesize(text, seed=, language=, max_seconds=) -> Rendered   float32 mono, 24 kHz
-    backend.max_jobs                    None = any number of chunks in flight, 1 = one at a time
+    backend.batch_size() -> int         chunks in flight that keep the model's batch full
 
 A failure worth another try raises Retryable (timeout, connection, 5xx, 429 with Retry-After);
 a failure every chunk would share (bad voice, bad key, wrong URL) raises an OwnvoiceError at
@@ -43,7 +43,7 @@ class Rendered:
 class ServerBackend:
     """POST {url}/v1/audio/speech per chunk, asking for raw 16-bit PCM at 24 kHz."""
 
-    max_jobs = None
+    DEFAULT_JOBS = 4  # when the server does not say how many requests it batches
 
     def __init__(
         self,
@@ -94,6 +94,17 @@ class ServerBackend:
             except (ValueError, KeyError, IndexError, TypeError):
                 pass
         return "tts-1"
+
+    def batch_size(self) -> int:
+        """How many requests the server runs in one batch (its /health says, per model)."""
+        try:
+            r = self._client.get(f"{self.url}/health")
+            models = r.json()["models"]
+            sizes = [m["batch"]["max"] for m in models.values() if m.get("batch")]
+            chosen = models.get(self.model, {}).get("batch", {}).get("max")
+            return int(chosen or max(sizes))
+        except Exception:  # an older ownvoice, another server, a foreign Host: a safe default
+            return self.DEFAULT_JOBS
 
     def synthesize(self, text: str, *, seed: int, language: str, max_seconds: float) -> Rendered:
         body = {
@@ -162,11 +173,10 @@ def _retry_after(value: str | None) -> float | None:
 
 
 class EngineBackend:
-    """An Engine in this process. One chunk at a time: an Engine is not thread-safe.
+    """An Engine in this process, behind the service's scheduler: chunks sent from several
+    threads at once run as one batch (`batch_size()` of them keep it full).
 
     `max_seconds` becomes the frame cap, so a runaway chunk costs bounded time."""
-
-    max_jobs = 1
 
     def __init__(
         self,
@@ -177,35 +187,57 @@ class EngineBackend:
         voice_id: str | None = None,  # stands for `voice` in the key (e.g. hash of a ref clip)
         instruct: str | None = None,
     ):
+        from ownvoice.service.scheduler import Scheduler
+
         self.engine, self.model_id = engine, model_id
         self.voice, self.instruct = voice, instruct
         self.voice_id = voice_id if voice_id is not None else voice
+        # every chunk in flight has a row or a place in the queue: nothing is refused
+        self.scheduler = Scheduler(
+            "book", loader=None, engine=engine, max_batch=engine.max_batch, queue_size=64
+        )
+        self.scheduler.state = "ready"  # loaded and used as it is: no warm-up for a book
+        self.scheduler.start(load_now=False)
 
     def identity(self) -> dict:
         return {
             "backend": "engine",
             "model": self.model_id,
-            "model_type": getattr(self.engine, "model_type", None),
+            "model_type": self.engine.model_type,
             "voice": self.voice_id,
             "instructions": self.instruct,
         }
 
+    def batch_size(self) -> int:
+        return self.scheduler.rows
+
     def synthesize(self, text: str, *, seed: int, language: str, max_seconds: float) -> Rendered:
         from ownvoice.engine.options import SynthesisOptions
+        from ownvoice.service.generation import Generation
 
         options = SynthesisOptions(
-            language=language, seed=seed, max_frames=math.ceil(max_seconds * FRAMES_PER_SECOND) + 1
+            language=language,
+            seed=seed,
+            max_frames=math.ceil(max_seconds * FRAMES_PER_SECOND) + 1,
+            first_chunk_frames=64,
+            chunk_frames=64,
         )
+
+        def pieces(engine):
+            yield engine.start(text, voice=self.voice, instruct=self.instruct, options=options)
+
+        gen = Generation(pieces, self.scheduler.admission.admit(), deadline=math.inf)
+        self.scheduler.submit(gen)
         try:
-            result = self.engine.synthesize(
-                text, voice=self.voice, instruct=self.instruct, options=options
-            )
+            chunks = list(gen.chunks_blocking())
         except OwnvoiceError:
             raise  # a bad voice or language fails every chunk alike
         except Exception as e:  # e.g. out of memory: another attempt may fit
             raise Retryable("engine_error", f"{type(e).__name__}: {e}") from e
-        audio = np.asarray(result.audio, dtype=np.float32).reshape(-1)
-        return Rendered(audio, result.stop_reason)
+        finally:
+            gen.cancel()  # a no-op once it ended; frees the row if this thread was interrupted
+        audio = np.concatenate([c.samples for c in chunks]).astype(np.float32).reshape(-1)
+        return Rendered(audio, chunks[-1].stop_reason)
 
     def close(self) -> None:
-        pass
+        self.scheduler.stop()

@@ -39,7 +39,9 @@ class BookOptions:
     chunk_chars: int | None = None  # None = 200, or 100 for text that is mostly CJK
     # synthesis
     seed: int = 0  # base seed; each chunk and attempt derives its own from it
-    jobs: int = 2  # chunks in flight at once (in-process synthesis always uses 1)
+    # chunks in flight at once; None = as many as the model batches (its max_batch), which
+    # keeps every step of the engine full
+    jobs: int | None = None
     retries: int = 4  # per chunk, after the first attempt
     backoff_s: float = 1.0  # first wait before a retry; doubled each time, with jitter
     max_backoff_s: float = 30.0  # also caps a server's Retry-After
@@ -65,7 +67,7 @@ class BookOptions:
             raise InvalidInput(
                 f"chunk_chars must be in [20, 4000], got {self.chunk_chars}", param="chunk_chars"
             )
-        if not 1 <= self.jobs <= 64:
+        if self.jobs is not None and not 1 <= self.jobs <= 64:
             raise InvalidInput(f"jobs must be in [1, 64], got {self.jobs}", param="jobs")
         if not 0 <= self.retries <= 100:
             raise InvalidInput(f"retries must be in [0, 100], got {self.retries}", param="retries")

@@ -99,7 +99,7 @@ def render_chunks(
                 results.put((job, e))
 
     t0 = time.monotonic()
-    workers = min(options.jobs, backend.max_jobs or options.jobs, len(todo))
+    workers = min(options.jobs or backend.batch_size(), len(todo))
     # daemon threads: Ctrl-C must not wait for a request that may take minutes to time out
     threads = [threading.Thread(target=worker, daemon=True) for _ in range(workers)]
     for t in threads:

@@ -28,10 +28,13 @@ class BenchSpec:
     int8: bool = False
     cuda_graphs: bool = True
     repeat: int = 1  # rounds; each round runs every side once, the best round of each is kept
+    batch: tuple[int, ...] = ()  # batch sizes to compare (--batch); empty = the single-stream table
+    quantize: str | None = None
+    probes: int = 5  # late arrivals timed per batch size
 
 
 def run_side(side: str, spec: BenchSpec, **extra) -> dict:
-    payload = dict(side=side, **spec.__dict__, **extra)
+    payload = {"side": side, **spec.__dict__, **extra}
     env = dict(os.environ, OMP_NUM_THREADS=str(spec.threads), TOKENIZERS_PARALLELISM="false")
     proc = subprocess.run(
         [sys.executable, "-m", "ownvoice.bench.worker", json.dumps(payload)],
@@ -69,6 +72,23 @@ def memory_bandwidth(device: str, threads: int) -> float:
     return x.numel() * 4 / best
 
 
+def run_batch_bench(spec: BenchSpec, log=print) -> dict:
+    """One process per batch size, in this command; the best of `repeat` rounds per size."""
+    rows: dict[int, dict] = {}
+    for round_ in range(spec.repeat):
+        for b in spec.batch:
+            log(f"batch {b}, round {round_ + 1}/{spec.repeat} ...")
+            r = run_side("batch", spec, batch_size=b)
+            if b not in rows or r["frames_per_s"] > rows[b]["frames_per_s"]:
+                rows[b] = r
+    bandwidth = memory_bandwidth(spec.device, spec.threads)
+    return dict(
+        spec=spec.__dict__,
+        bandwidth_gbs=bandwidth / 1e9,
+        batch_rows=[rows[b] for b in spec.batch],
+    )
+
+
 def run_bench(spec: BenchSpec, log=print) -> dict:
     sides = [("ownvoice", "ownvoice", {})]
     if spec.int8:
@@ -80,6 +100,7 @@ def run_bench(spec: BenchSpec, log=print) -> dict:
     rows: dict = {}
     for round_ in range(spec.repeat):
         for name, side, extra in sides:
+            extra = {"quantize": spec.quantize, **extra}
             log(f"{name} ({spec.dtype}), round {round_ + 1}/{spec.repeat} ...")
             r = run_side(side, spec, **extra)
             if name not in rows or r["total_ms"] < rows[name]["total_ms"]:

@@ -192,7 +192,18 @@ def run_int8_quality(spec: dict) -> dict:
     return int8_quality(reference, quantized, frames=min(spec["frames"], 24)).as_dict()
 
 
-SIDES = {"reference": run_reference, "ownvoice": run_ours, "int8_quality": run_int8_quality}
+def run_batch(spec: dict) -> dict:
+    from ownvoice.bench.batch import run_batch as run
+
+    return run(spec)
+
+
+SIDES = {
+    "reference": run_reference,
+    "ownvoice": run_ours,
+    "int8_quality": run_int8_quality,
+    "batch": run_batch,
+}
 
 
 def main() -> None:

@@ -13,7 +13,12 @@ import argparse
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="measure speed and memory", description=__doc__)
-    p.add_argument("--model", required=True, help="checkpoint folder or hub id")
+    p.add_argument("--model", help="checkpoint folder or hub id")
+    p.add_argument("--server", help="instead: drive a running server at this URL as clients")
+    p.add_argument("--concurrency", default="1,4,8", help="--server: clients at once, e.g. 1,4,8")
+    p.add_argument("--requests", type=int, default=2, help="--server: requests per client")
+    p.add_argument("--voice", default="alloy", help="--server: the voice to ask for")
+    p.add_argument("--api-key", help="--server: bearer key")
     p.add_argument("--frames", type=int, default=48, help="frames to generate (12.5 per second)")
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"))
@@ -24,6 +29,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--int8", action="store_true", help="also run with --quantize int8")
     p.add_argument("--no-cuda-graphs", action="store_true")
     p.add_argument("--repeat", type=int, default=1, help="interleaved rounds; best of each kept")
+    p.add_argument(
+        "--batch",
+        help="batch sizes to compare, e.g. 1,2,4,8: aggregate frames/s, per-stream RTF and the "
+        "time to first audio of a request arriving while the others run",
+    )
+    p.add_argument("--quantize", choices=("int8",), help="weights for --batch (CPU)")
+    p.add_argument("--probes", type=int, default=5, help="late arrivals timed per batch size")
     p.add_argument("--json", help="write the results to this file")
     p.set_defaults(func=run)
 
@@ -34,7 +46,24 @@ def run(args: argparse.Namespace) -> int:
 
     import torch
 
-    from ownvoice.bench.run import BenchSpec, format_table, run_bench
+    from ownvoice.errors import InvalidInput
+
+    if args.server:
+        from ownvoice.bench.client import format_client_table, run_client
+
+        levels = [int(c) for c in args.concurrency.split(",")]
+        result = run_client(
+            args.server, levels, args.frames, args.requests, args.voice, args.api_key
+        )
+        print(format_client_table(result))
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(result, f, indent=2)
+        return 0
+    if not args.model:
+        raise InvalidInput("--model (or --server) is required", param="model")
+    from ownvoice.bench.batch import format_batch_table
+    from ownvoice.bench.run import BenchSpec, format_table, run_batch_bench, run_bench
 
     device = args.device
     if device == "auto":
@@ -53,9 +82,17 @@ def run(args: argparse.Namespace) -> int:
         int8=args.int8,
         cuda_graphs=not args.no_cuda_graphs,
         repeat=args.repeat,
+        batch=tuple(int(b) for b in args.batch.split(",")) if args.batch else (),
+        quantize=args.quantize,
+        probes=args.probes,
     )
-    result = run_bench(spec, log=lambda msg: print(msg, flush=True))
-    print(format_table(result))
+    log = lambda msg: print(msg, flush=True)  # noqa: E731
+    if spec.batch:
+        result = run_batch_bench(spec, log=log)
+        print(format_batch_table(result))
+    else:
+        result = run_bench(spec, log=log)
+        print(format_table(result))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2)

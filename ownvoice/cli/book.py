@@ -61,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r = p.add_argument_group("rendering")
     r.add_argument("--chunk-chars", type=int, help="target chunk length (default 200, 100 for CJK)")
     r.add_argument(
-        "--jobs", type=int, default=2, help="chunks in flight (server); in-process uses 1"
+        "--jobs", type=int, help="chunks in flight (default: as many as the model batches)"
     )
     r.add_argument("--retries", type=int, default=4, help="retries per chunk")
     r.add_argument("--work-dir", help="where finished chunks are kept (default: OUTPUT.work)")

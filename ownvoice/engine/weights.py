@@ -13,6 +13,7 @@ _SHORT = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 class WeightInfo:
     label: str  # e.g. "float32", or "bf16>fp32" where CPU kernels read bf16 and compute in fp32
     bytes_per_frame: int  # weight bytes one frame reads at batch 1
+    params_per_frame: int  # weights one frame multiplies with (one multiply-add each, per row)
 
 
 def weight_info(talker: Talker, activation_dtype: str) -> WeightInfo:
@@ -21,20 +22,22 @@ def weight_info(talker: Talker, activation_dtype: str) -> WeightInfo:
         label = activation_dtype
     else:
         label = f"{mode}>{_SHORT.get(activation_dtype, activation_dtype)}"
-    return WeightInfo(label=label, bytes_per_frame=_bytes_per_frame(talker))
+    return WeightInfo(
+        label=label,
+        bytes_per_frame=_per_frame(talker, lambda t: t.numel() * t.element_size()),
+        params_per_frame=_per_frame(talker, lambda t: t.numel() if t.dim() >= 2 else 0),
+    )
 
 
-def _bytes_per_frame(talker: Talker) -> int:
+def _per_frame(talker: Talker, size) -> int:
     """The talker's layers and head once, and per code-predictor step its layers, one head and
     the input projection (no caching between steps)."""
     cp = talker.code_predictor
 
-    def nbytes(module) -> int:
+    def total(module) -> int:
         # packed CPU weights are buffers; count both (norm weights are a rounding error)
         tensors = list(module.parameters()) + [b for b in module.buffers() if b is not None]
-        return sum(t.numel() * t.element_size() for t in tensors)
+        return sum(size(t) for t in tensors)
 
-    per_cp_step = (
-        nbytes(cp.model.layers) + nbytes(cp.lm_head[0]) + nbytes(cp.small_to_mtp_projection)
-    )
-    return nbytes(talker.model.layers) + nbytes(talker.codec_head) + cp.num_steps * per_cp_step
+    per_cp_step = total(cp.model.layers) + total(cp.lm_head[0]) + total(cp.small_to_mtp_projection)
+    return total(talker.model.layers) + total(talker.codec_head) + cp.num_steps * per_cp_step

@@ -7,9 +7,9 @@
 //   y[m, n] = sum_k x[m, k] * w[n, k]          (x: (M, K) float32, w: (N, K))
 //
 // Batch invariance: every output element is reduced in one fixed order whatever M is and
-// whichever tile computes it (one 8-lane accumulator, k in blocks, a fixed horizontal sum, then
-// the scalar tail in k order). So a row's result does not depend on which other rows share the
-// call: a request decodes to the same codes alone or in a batch (see serving.md).
+// whichever tile computes it (the sequential sum over k, one FMA per term; see "weight panels").
+// So a row's result does not depend on which other rows share the call: a request decodes to
+// the same codes alone or in a batch (see serving.md).
 // AVX2 + FMA (x86-64-v3); the Python side falls back to torch where this is not available.
 
 #include <ATen/Parallel.h>
@@ -23,13 +23,6 @@
 
 namespace {
 
-inline float bf16_to_float(uint16_t v) {
-  uint32_t bits = uint32_t(v) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -37,168 +30,181 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// ---- weight formats: how a block of weights is loaded and multiplied --------------------------
+// ---- weight panels ------------------------------------------------------------------------------
 //
-// Each format defines BLOCK (weights per step along k), how x is laid out for it (`prepare`),
-// and `fma`: acc += block of row w against the matching block of x. All tiles use these, so
-// the order of operations per output element is the same everywhere.
+// A weight matrix (N, K) is stored as panels of 16 rows, k-major: panel p holds rows 16p..16p+15,
+// and for each k their 16 weights side by side (rows past N are zero). One step of a tile loads
+// the 16 weights of one k as two vectors of 8 rows and multiplies them with x[m, k] broadcast:
+// every output element is the sequential sum over k = 0, 1, 2, ... of one FMA each, whichever
+// tile computes it. Formats differ only in how 16 weights are loaded:
+//   bf16: lane j of a 256-bit load holds rows j (low half) and j + 8 (high half): a shift makes
+//         rows 0..7 float32, a mask rows 8..15 (two integer ops per 16 weights, no shuffles);
+//   f32:  two plain loads;
+//   int8: two widening conversions; the per-row scale multiplies the finished sum.
 
-// bfloat16 without widening shuffles. A 256-bit load holds 16 bf16 weights; 32-bit lane j holds
-// element 2j in its low half and 2j+1 in its high half. Masking keeps 2j+1 as a float32,
-// shifting left by 16 makes 2j one: two cheap integer ops per 16 weights. x is reordered once
-// per call to match: per block of 16, the 8 even elements, then the 8 odd ones.
 struct BF16 {
   using W = uint16_t;
-  static constexpr int64_t BLOCK = 16;
-  static void prepare(const float* x, float* xs, int64_t K) {
-    int64_t k = 0;
-    for (; k + 16 <= K; k += 16)
-      for (int j = 0; j < 8; ++j) {
-        xs[k + j] = x[k + 2 * j];
-        xs[k + 8 + j] = x[k + 2 * j + 1];
-      }
-    for (; k < K; ++k) xs[k] = x[k];
+  static inline void load(const W* p, __m256& lo, __m256& hi) {
+    const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    lo = _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
+    hi = _mm256_castsi256_ps(_mm256_and_si256(u, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
   }
-  struct Loaded {
-    __m256 even, odd;
-  };
-  static inline Loaded load(const W* w) {
-    const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
-    const __m256i hi = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
-    return {_mm256_castsi256_ps(_mm256_slli_epi32(u, 16)), _mm256_castsi256_ps(_mm256_and_si256(u, hi))};
-  }
-  static inline __m256 fma(const Loaded& w, const float* xs, __m256 acc) {
-    acc = _mm256_fmadd_ps(w.even, _mm256_loadu_ps(xs), acc);
-    return _mm256_fmadd_ps(w.odd, _mm256_loadu_ps(xs + 8), acc);
-  }
-  static inline float scalar(W v) { return bf16_to_float(v); }
 };
 
 struct F32 {
   using W = float;
-  static constexpr int64_t BLOCK = 8;
-  static void prepare(const float* x, float* xs, int64_t K) { std::memcpy(xs, x, K * sizeof(float)); }
-  using Loaded = __m256;
-  static inline Loaded load(const W* w) { return _mm256_loadu_ps(w); }
-  static inline __m256 fma(const Loaded& w, const float* xs, __m256 acc) {
-    return _mm256_fmadd_ps(w, _mm256_loadu_ps(xs), acc);
+  static inline void load(const W* p, __m256& lo, __m256& hi) {
+    lo = _mm256_loadu_ps(p);
+    hi = _mm256_loadu_ps(p + 8);
   }
-  static inline float scalar(W v) { return v; }
 };
 
-// int8 weights, one float scale per output row (applied after the sum)
 struct I8 {
   using W = int8_t;
-  static constexpr int64_t BLOCK = 8;
-  static void prepare(const float* x, float* xs, int64_t K) { std::memcpy(xs, x, K * sizeof(float)); }
-  using Loaded = __m256;
-  static inline Loaded load(const W* w) {
-    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w));
-    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+  static inline void load(const W* p, __m256& lo, __m256& hi) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+    hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8)));
   }
-  static inline __m256 fma(const Loaded& w, const float* xs, __m256 acc) {
-    return _mm256_fmadd_ps(w, _mm256_loadu_ps(xs), acc);
-  }
-  static inline float scalar(W v) { return float(v); }
 };
 
-// R weight rows x C rows of x, over all of K. xs: prepared rows (layout of Fmt::prepare),
-// x: the same rows unprepared (for the scalar tail). Each of the R*C outputs has its own
-// accumulator and sees exactly the operations a 1 x 1 tile would give it.
-template <class Fmt, int R, int C>
-inline void tile(const typename Fmt::W* w, int64_t K, const float* xs, const float* x, float* y,
-                 int64_t ldy, const float* scale) {
-  __m256 acc[R][C];
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
-  const int64_t full = K - K % Fmt::BLOCK;
-  for (int64_t k = 0; k < full; k += Fmt::BLOCK) {
-    for (int r = 0; r < R; ++r) {
-      const auto wv = Fmt::load(w + r * K + k);
-      for (int c = 0; c < C; ++c) acc[r][c] = Fmt::fma(wv, xs + c * K + k, acc[r][c]);
+constexpr int64_t PANEL = 16;
+
+// NP panels (16 NP rows) x C rows of x, over all of K; y (C, ldy) gets rows n0.. (< N).
+template <class Fmt, int NP, int C>
+inline void tile(const typename Fmt::W* w, int64_t K, const float* x, int64_t ldx, float* y,
+                 int64_t ldy, int64_t n0, int64_t N, const float* scale) {
+  // the loops over NP, 2 and C are unrolled so the accumulators stay in registers: 2 NP C of
+  // them, the two weight vectors and one broadcast at a time (at most 15 of 16 ymm registers)
+  __m256 acc[NP][2][C];
+#pragma GCC unroll 8
+  for (int p = 0; p < NP; ++p)
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) acc[p][0][c] = acc[p][1][c] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+#pragma GCC unroll 8
+    for (int p = 0; p < NP; ++p) {
+      __m256 lo, hi;
+      Fmt::load(w + (p * K + k) * PANEL, lo, hi);
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) {
+        const __m256 xb = _mm256_broadcast_ss(x + c * ldx + k);
+        acc[p][0][c] = _mm256_fmadd_ps(lo, xb, acc[p][0][c]);
+        acc[p][1][c] = _mm256_fmadd_ps(hi, xb, acc[p][1][c]);
+      }
     }
   }
-  for (int r = 0; r < R; ++r)
+  alignas(32) float out[NP][2][C][8];
+#pragma GCC unroll 8
+  for (int p = 0; p < NP; ++p)
+#pragma GCC unroll 8
     for (int c = 0; c < C; ++c) {
-      float s = hsum(acc[r][c]);
-      for (int64_t k = full; k < K; ++k) s += Fmt::scalar(w[r * K + k]) * x[c * K + k];
-      if (scale) s *= scale[r];
-      y[c * ldy + r] = s;
+      _mm256_store_ps(out[p][0][c], acc[p][0][c]);
+      _mm256_store_ps(out[p][1][c], acc[p][1][c]);
     }
+  for (int p = 0; p < NP; ++p)
+    for (int h = 0; h < 2; ++h)
+      for (int c = 0; c < C; ++c)
+        for (int i = 0; i < 8; ++i) {
+          const int64_t n = n0 + p * PANEL + h * 8 + i;
+          if (n < N) y[c * ldy + n] = scale ? out[p][h][c][i] * scale[n] : out[p][h][c][i];
+        }
 }
 
-// weight rows [n0, n1) against all M rows of x; R rows of W at a time, C rows of x at a time
-template <class Fmt, int R, int C>
-void rows_block(const typename Fmt::W* w, const float* scale, const float* xs, const float* x,
-                int64_t K, int64_t M, int64_t N, float* y, int64_t n0, int64_t n1) {
-  int64_t n = n0;
-  auto sc = [&](int64_t i) { return scale ? scale + i : nullptr; };
-  for (; n + R <= n1; n += R) {
-    int64_t m = 0;
-    for (; m + C <= M; m += C)
-      tile<Fmt, R, C>(w + n * K, K, xs + m * K, x + m * K, y + m * N + n, N, sc(n));
-    for (; m < M; ++m) tile<Fmt, R, 1>(w + n * K, K, xs + m * K, x + m * K, y + m * N + n, N, sc(n));
-  }
-  for (; n < n1; ++n) {
-    int64_t m = 0;
-    for (; m + C <= M; m += C)
-      tile<Fmt, 1, C>(w + n * K, K, xs + m * K, x + m * K, y + m * N + n, N, sc(n));
-    for (; m < M; ++m) tile<Fmt, 1, 1>(w + n * K, K, xs + m * K, x + m * K, y + m * N + n, N, sc(n));
-  }
+// R rows of x (R < 6) against panels [p0, p1), NP panels at a time where registers allow:
+// at least 8 accumulators keep both FMA units busy despite their latency
+template <class Fmt, int R>
+void few_rows(const typename Fmt::W* w, const float* scale, const float* x, int64_t K, int64_t N,
+              float* y, int64_t p0, int64_t p1) {
+  constexpr int NP = R == 1 ? 4 : (R <= 3 ? 2 : 1);
+  int64_t p = p0;
+  for (; p + NP <= p1; p += NP) tile<Fmt, NP, R>(w + p * K * PANEL, K, x, K, y, N, p * PANEL, N, scale);
+  for (; p < p1; ++p) tile<Fmt, 1, R>(w + p * K * PANEL, K, x, K, y, N, p * PANEL, N, scale);
 }
 
+// panels [p0, p1) against all M rows of x: 6 rows at a time (12 accumulators), then the rest
 template <class Fmt>
-void matmul_fmt(const typename Fmt::W* w, const float* scale, const float* x, int64_t K, int64_t M,
-                int64_t N, float* y) {
-  std::vector<float> xs(M * K);
-  for (int64_t m = 0; m < M; ++m) Fmt::prepare(x + m * K, xs.data() + m * K, K);
-  // one row of x: memory-bound, 8 independent weight rows hide the FMA latency; several rows:
-  // a 3 x 4 register tile reuses each loaded weight block 4 times and each x block 3 times
-  at::parallel_for(0, N, 48, [&](int64_t n0, int64_t n1) {
-    if (M == 1)
-      rows_block<Fmt, 8, 1>(w, scale, xs.data(), x, K, M, N, y, n0, n1);
-    else if (M == 2)
-      rows_block<Fmt, 4, 2>(w, scale, xs.data(), x, K, M, N, y, n0, n1);
-    else
-      rows_block<Fmt, 3, 4>(w, scale, xs.data(), x, K, M, N, y, n0, n1);
-  });
+void panels_block(const typename Fmt::W* w, const float* scale, const float* x, int64_t K, int64_t M,
+                  int64_t N, float* y, int64_t p0, int64_t p1) {
+  constexpr int C = 6;
+  const int64_t full = M - M % C;
+  for (int64_t p = p0; p < p1; ++p)
+    for (int64_t m = 0; m < full; m += C)
+      tile<Fmt, 1, C>(w + p * K * PANEL, K, x + m * K, K, y + m * N, N, p * PANEL, N, scale);
+  const float* xr = x + full * K;
+  float* yr = y + full * N;
+  switch (M - full) {
+    case 5: return few_rows<Fmt, 5>(w, scale, xr, K, N, yr, p0, p1);
+    case 4: return few_rows<Fmt, 4>(w, scale, xr, K, N, yr, p0, p1);
+    case 3: return few_rows<Fmt, 3>(w, scale, xr, K, N, yr, p0, p1);
+    case 2: return few_rows<Fmt, 2>(w, scale, xr, K, N, yr, p0, p1);
+    case 1: return few_rows<Fmt, 1>(w, scale, xr, K, N, yr, p0, p1);
+    default: return;
+  }
 }
 
-// a weight matrix in any of the stored forms
+// a weight matrix in panels: (P, K, 16) with N <= 16 P logical rows
 struct Weight {
   const void* data = nullptr;
   at::ScalarType dtype = at::kFloat;
   const float* scale = nullptr;
-  int64_t rows = 0, cols = 0;
+  int64_t rows = 0, cols = 0, panels = 0;
 };
 
-Weight as_weight(const torch::Tensor& w, const c10::optional<torch::Tensor>& scale) {
-  TORCH_CHECK(w.dim() == 2 && w.is_contiguous(), "weights must be contiguous 2-D tensors");
+Weight as_weight(const torch::Tensor& w, const c10::optional<torch::Tensor>& scale, int64_t rows) {
+  TORCH_CHECK(w.dim() == 3 && w.size(2) == PANEL && w.is_contiguous(),
+              "weights must be contiguous (panels, K, 16) tensors");
   Weight r;
   r.data = w.data_ptr();
   r.dtype = w.scalar_type();
-  r.rows = w.size(0);
+  r.panels = w.size(0);
   r.cols = w.size(1);
+  r.rows = rows < 0 ? r.panels * PANEL : rows;
+  TORCH_CHECK(r.rows <= r.panels * PANEL && r.rows > (r.panels - 1) * PANEL, "rows do not match the panels");
   TORCH_CHECK(r.dtype == at::kBFloat16 || r.dtype == at::kFloat || r.dtype == at::kChar,
               "weights must be bfloat16, float32 or int8");
   if (r.dtype == at::kChar) {
-    TORCH_CHECK(scale.has_value() && scale->numel() == r.rows, "int8 weights need a scale per row");
+    TORCH_CHECK(scale.has_value() && scale->numel() >= r.rows && scale->scalar_type() == at::kFloat,
+                "int8 weights need a float32 scale per row");
     r.scale = scale->data_ptr<float>();
   }
   return r;
 }
 
+template <class Fmt>
+void matmul_fmt(const Weight& w, const float* x, int64_t M, float* y) {
+  const auto* wp = static_cast<const typename Fmt::W*>(w.data);
+  at::parallel_for(0, w.panels, 4, [&](int64_t p0, int64_t p1) {
+    panels_block<Fmt>(wp, w.scale, x, w.cols, M, w.rows, y, p0, p1);
+  });
+}
+
 // Y (M, N) = X (M, K) W^T
 void matmul(const Weight& w, const float* x, int64_t M, float* y) {
-  const int64_t K = w.cols, N = w.rows;
   switch (w.dtype) {
-    case at::kBFloat16:
-      return matmul_fmt<BF16>(static_cast<const uint16_t*>(w.data), nullptr, x, K, M, N, y);
-    case at::kChar:
-      return matmul_fmt<I8>(static_cast<const int8_t*>(w.data), w.scale, x, K, M, N, y);
-    default:
-      return matmul_fmt<F32>(static_cast<const float*>(w.data), nullptr, x, K, M, N, y);
+    case at::kBFloat16: return matmul_fmt<BF16>(w, x, M, y);
+    case at::kChar: return matmul_fmt<I8>(w, x, M, y);
+    default: return matmul_fmt<F32>(w, x, M, y);
   }
+}
+
+// dot product of two float vectors of length d (a multiple of 8 in every model; any d works)
+inline float dot(const float* a, const float* b, int64_t d) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t e = 0;
+  for (; e + 8 <= d; e += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + e), _mm256_loadu_ps(b + e), acc);
+  float s = hsum(acc);
+  for (; e < d; ++e) s += a[e] * b[e];
+  return s;
+}
+
+// out += p * v over d floats
+inline void axpy(float p, const float* v, float* out, int64_t d) {
+  const __m256 pv = _mm256_set1_ps(p);
+  int64_t e = 0;
+  for (; e + 8 <= d; e += 8)
+    _mm256_storeu_ps(out + e, _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + e), _mm256_loadu_ps(out + e)));
+  for (; e < d; ++e) out[e] += p * v[e];
 }
 
 // y = g * (x / rms(x)), normalised in float32 as the model does
@@ -263,8 +269,11 @@ void decode_rows(torch::Tensor x, int64_t layer, torch::Tensor in_norm, torch::T
     vc[m] = V.data_ptr<float>() + offset;
   }
   const float eps = float(eps_d);
-  const Weight Wqkv = as_weight(qkv, qkv_scale), Wo = as_weight(o, o_scale);
-  const Weight Wgu = as_weight(gate_up, gate_up_scale), Wd = as_weight(down, down_scale);
+  const Weight Wqkv = as_weight(qkv, qkv_scale, -1), Wo = as_weight(o, o_scale, H);
+  const Weight Wgu = as_weight(gate_up, gate_up_scale, -1), Wd = as_weight(down, down_scale, H);
+  TORCH_CHECK(Wqkv.rows == (n_heads + 2 * n_kv) * d && Wo.cols == n_heads * d && Wgu.cols == H &&
+                  Wd.cols == Wgu.rows / 2 && Wqkv.cols == H,
+              "layer weights do not match the model's shapes");
   const int64_t I = Wgu.rows / 2, Q = Wqkv.rows;
   float* xp = x.data_ptr<float>();
   const float *cp = cos.data_ptr<float>(), *sp = sin.data_ptr<float>();
@@ -302,19 +311,14 @@ void decode_rows(torch::Tensor x, int64_t layer, torch::Tensor in_norm, torch::T
       const float* vbase = vc[m] + (i / groups) * cap[m] * d;
       float mx = -INFINITY;
       for (int64_t s = 0; s <= last; ++s) {
-        float acc = 0;
-        for (int64_t e = 0; e < d; ++e) acc += qi[e] * kbase[s * d + e];
-        scores[s] = acc * scale;
+        scores[s] = dot(qi, kbase + s * d, d) * scale;
         mx = std::max(mx, scores[s]);
       }
       float total = 0;
       for (int64_t s = 0; s <= last; ++s) total += (scores[s] = std::exp(scores[s] - mx));
       float* out = attn.data() + (m * n_heads + i) * d;
       std::fill(out, out + d, 0.0f);
-      for (int64_t s = 0; s <= last; ++s) {
-        const float p = scores[s] / total;
-        for (int64_t e = 0; e < d; ++e) out[e] += p * vbase[s * d + e];
-      }
+      for (int64_t s = 0; s <= last; ++s) axpy(scores[s] / total, vbase + s * d, out, d);
     }
   });
   matmul(Wo, attn.data(), M, tmp.data());
@@ -335,10 +339,10 @@ void decode_rows(torch::Tensor x, int64_t layer, torch::Tensor in_norm, torch::T
 // ---- plain linears (prefill, heads) ------------------------------------------------------------
 
 torch::Tensor linear(torch::Tensor x, torch::Tensor w, c10::optional<torch::Tensor> scale,
-                     c10::optional<torch::Tensor> bias) {
+                     c10::optional<torch::Tensor> bias, int64_t rows) {
   TORCH_CHECK(x.scalar_type() == at::kFloat && x.dim() == 2 && x.is_contiguous(),
               "x must be a contiguous float32 (M, K) tensor");
-  const Weight W = as_weight(w, scale);
+  const Weight W = as_weight(w, scale, rows);
   TORCH_CHECK(W.cols == x.size(1), "x and w disagree on K");
   auto y = torch::empty({x.size(0), W.rows}, x.options());
   matmul(W, x.data_ptr<float>(), x.size(0), y.data_ptr<float>());
@@ -347,7 +351,8 @@ torch::Tensor linear(torch::Tensor x, torch::Tensor w, c10::optional<torch::Tens
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("linear", &linear, "y = (x @ w.T) [* scale] (+ bias); w bf16 / f32 / int8, x float32");
+  m.def("linear", &linear, "y = (x @ w.T) [* scale] (+ bias); w: (panels, K, 16) bf16 / f32 / int8 "
+        "holding `rows` rows, x float32");
   m.def("decode_rows", &decode_rows,
         "one decoder layer for M new tokens, each with its own cache and position; x updated in place");
 }

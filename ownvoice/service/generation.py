@@ -5,13 +5,15 @@
     async for chunk in gen.chunks(): ...       # AudioChunks, as the engine's steps make them
     gen.cancel()                               # client gone: its row leaves at the next step
 
-The engine side (the scheduler's thread) calls `emit`, `finish` and `fail`; the front end's
-event loop reads `chunks()`. Knows nothing about any transport.
+The engine side (the scheduler's thread) calls `emit`, `finish` and `fail`; the front end reads
+`chunks()` on its event loop, or, made outside one (a thread of the audiobook tool), iterates
+`chunks_blocking()`. Knows nothing about any transport.
 """
 
 from __future__ import annotations
 
 import asyncio
+import queue
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -35,8 +37,12 @@ class Generation:
         self.t_started: float | None = None  # when its first row joined the batch
         self.sequence = None  # the Sequence running now (scheduler thread only)
         self._iterator: Iterator | None = None
-        self._loop = asyncio.get_running_loop()
-        self._events: asyncio.Queue = asyncio.Queue()
+        try:
+            self._loop = asyncio.get_running_loop()
+            self._events = asyncio.Queue()
+        except RuntimeError:  # no event loop: a plain thread reads chunks_blocking()
+            self._loop = None
+            self._events = queue.Queue()
         self._ended = False
 
     def cancel(self, reason: str = "cancelled") -> None:
@@ -98,6 +104,9 @@ class Generation:
         self.slot.release()
 
     def _post(self, kind: str, payload) -> None:
+        if self._loop is None:
+            self._events.put((kind, payload))
+            return
         try:
             self._loop.call_soon_threadsafe(self._events.put_nowait, (kind, payload))
         except RuntimeError:  # the event loop is closed: the front end is shutting down
@@ -109,6 +118,17 @@ class Generation:
         """AudioChunks until the generation ends; re-raises what failed it."""
         while True:
             kind, payload = await self._events.get()
+            if kind == "chunk":
+                yield payload
+            elif kind == "done":
+                return
+            else:
+                raise payload
+
+    def chunks_blocking(self) -> Iterator:
+        """`chunks()` for a generation made outside an event loop."""
+        while True:
+            kind, payload = self._events.get()
             if kind == "chunk":
                 yield payload
             elif kind == "done":

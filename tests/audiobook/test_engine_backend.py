@@ -1,13 +1,14 @@
-"""The in-process path: an object with Engine.synthesize's interface makes the chunks."""
+"""The in-process path: an object with the Engine's batch interface makes the chunks."""
 
 from __future__ import annotations
 
 import math
 import threading
-from dataclasses import dataclass
+import time
 
 import numpy as np
 import pytest
+import torch
 
 from ownvoice.audiobook import BookOptions, EngineBackend, render_book
 from ownvoice.errors import VoiceNotFound
@@ -15,45 +16,55 @@ from tests.audiobook.conftest import STORY_CHUNK_CHARS, STORY_CHUNKS
 from tests.audiobook.fake_server import SR, speech
 
 
-@dataclass
-class FakeSynthesis:
-    audio: np.ndarray
-    stop_reason: str
-
-
 class FakeEngine:
-    """Speaks like the fake server; misbehaves on the first call for chosen words."""
+    """Speaks like the fake server through the engine's batch API (start / join / step);
+    misbehaves on the first call for chosen words. Each chunk's audio comes out whole at the
+    step after it joined."""
 
     model_type = "custom_voice"
 
-    def __init__(self, runaway=(), truncate=()):
+    def __init__(self, runaway=(), truncate=(), max_batch=4):
         self.runaway, self.truncate = set(runaway), set(truncate)
+        self.max_batch = max_batch
         self.calls: list[tuple[str, object]] = []
-        self.active = self.max_active = 0
+        self.rows: list = []
+        self.max_active = 0
         self._lock = threading.Lock()
 
-    def synthesize(self, text, voice=None, instruct=None, options=None):
+    def start(self, text, voice=None, instruct=None, options=None, tag=None):
+        from ownvoice.engine.sequence import Sequence
+
         with self._lock:
-            self.active += 1
-            self.max_active = max(self.max_active, self.active)
             self.calls.append((text, voice, options))
-        try:
             first = sum(t == text for t, _, _ in self.calls) == 1
-            if voice not in ("ryan", None):
-                raise VoiceNotFound(f"speaker {voice!r} not found; available: ryan")
-            if first and any(w in text for w in self.runaway):  # never ends: hits the frame cap
-                return FakeSynthesis(
-                    np.full(options.max_frames * 1920, 0.1, np.float32), "max_frames"
-                )
-            if first and any(w in text for w in self.truncate):  # stops almost at once
-                return FakeSynthesis(speech(text)[: SR // 10], "eos")
-            return FakeSynthesis(speech(text), "eos")
-        finally:
-            with self._lock:
-                self.active -= 1
+        if voice not in ("ryan", None):
+            raise VoiceNotFound(f"speaker {voice!r} not found; available: ryan")
+        if first and any(w in text for w in self.runaway):  # never ends: hits the frame cap
+            audio, stop = np.full(options.max_frames * 1920, 0.1, np.float32), "max_frames"
+        elif first and any(w in text for w in self.truncate):  # stops almost at once
+            audio, stop = speech(text)[: SR // 10], "eos"
+        else:
+            audio, stop = speech(text), "eos"
+        seq = Sequence(None, None, 1, None, decoder=lambda codes: audio, first_chunk_frames=1)
+        seq.fake_stop = stop
+        return seq
+
+    def join(self, seq):
+        assert len(self.rows) < self.max_batch
+        self.rows.append(seq)
+        self.max_active = max(self.max_active, len(self.rows))
+
+    def step(self):
+        time.sleep(0.01)  # long enough for the other threads' chunks to join
+        rows, self.rows = self.rows, []
+        return [(seq, seq.take(torch.zeros(16, dtype=torch.long), seq.fake_stop)) for seq in rows]
+
+    def cancel_all(self):
+        rows, self.rows = self.rows, []
+        return [(seq, seq.take(None, "cancelled")) for seq in rows]
 
 
-def test_in_process_render_caps_frames_retries_runaways_and_runs_one_at_a_time(story, tmp_path):
+def test_in_process_render_caps_frames_retries_runaways_and_batches(story, tmp_path):
     engine = FakeEngine(runaway=["Bravo"], truncate=["Golf"])
     backend = EngineBackend(engine, model_id="/models/tiny", voice="ryan")
     options = BookOptions(chunk_chars=STORY_CHUNK_CHARS, jobs=4, backoff_s=0.0, language="english")
@@ -64,7 +75,7 @@ def test_in_process_render_caps_frames_retries_runaways_and_runs_one_at_a_time(s
     assert report.complete, report.text()
     assert report.chunks == STORY_CHUNKS
     assert report.retries == {"runaway": 1, "truncated": 1}
-    assert engine.max_active == 1  # an Engine is not thread-safe
+    assert 2 <= engine.max_active <= 4  # chunks shared the engine's steps, up to --jobs
     for text, voice, opts in engine.calls:
         assert voice == "ryan" and opts.language == "english"
         shortest, longest = _limits(text, options)
@@ -86,8 +97,8 @@ def test_same_seeds_on_a_rerun_of_a_fresh_work_dir(story, tmp_path):
         backend = EngineBackend(engine, model_id="m", voice="ryan")
         options = BookOptions(chunk_chars=STORY_CHUNK_CHARS, seed=7)
         render_book(str(story), str(tmp_path / f"{run}.wav"), backend, options, show_progress=False)
-        seeds.append([o.seed for _, _, o in engine.calls])
-    assert seeds[0] == seeds[1] and len(set(seeds[0])) == STORY_CHUNKS
+        seeds.append(sorted((t, o.seed) for t, _, o in engine.calls))  # chunks run in parallel
+    assert seeds[0] == seeds[1] and len({s for _, s in seeds[0]}) == STORY_CHUNKS
 
 
 def test_engine_user_errors_stop_the_book(story, tmp_path):

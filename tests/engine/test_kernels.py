@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from ownvoice.engine.fast.packed import PackedLinear
+from ownvoice.engine.fast.packed import PackedLinear, from_panels, to_panels
 from ownvoice.kernels import cpu_kernels, cpu_supports_avx2
 
 
@@ -49,13 +49,50 @@ def test_int8_error_is_small(kernels):
     assert rel < 0.01, rel
 
 
-@pytest.mark.parametrize("k", [7, 16, 40, 1000, 1008, 1024])
-@pytest.mark.parametrize("n", [1, 5, 64])
-def test_single_row_bf16_matches_torch_for_every_tail(kernels, k, n):
-    """One row of x takes the decode-step path (even/odd split of x): blocks of 32 and 16 and
-    the scalar tail must all line up with the weights."""
-    torch.manual_seed(k * n)
-    w = torch.randn(n, k).bfloat16()
-    x = torch.randn(1, k)
-    got = kernels.linear(x, w, None, None)
-    torch.testing.assert_close(got, x @ w.float().T, atol=1e-4, rtol=1e-4)
+def _weights(mode: str, n: int, k: int, seed: int):
+    """Random (n, k) weights in a storage mode; returns (stored, scale, dequantized float32)."""
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(n, k, generator=g)
+    if mode == "bf16":
+        w = w.bfloat16()
+        return w, None, w.float()
+    if mode == "int8":
+        q = torch.randint(-127, 128, (n, k), generator=g, dtype=torch.int8)
+        scale = torch.rand(n, generator=g) + 0.5
+        return q, scale, q.float() * scale[:, None]
+    return w, None, w
+
+
+# every K remainder class a kernel might special-case, and real sizes
+KS = [1, 7, 8, 9, 15, 16, 17, 31, 33, 1000, 1024]
+NS = [1, 5, 16, 17, 33, 67]  # whole panels of 16, and partial ones
+MS = [1, 2, 3, 6, 7, 13]  # one row, the 6-row tile, and every remainder
+
+
+@pytest.mark.parametrize("mode", ["bf16", "float32", "int8"])
+@pytest.mark.parametrize("k", KS)
+def test_matmul_equals_torch_for_every_shape(kernels, mode, k):
+    """Every K (no tail may drop or repeat a weight), partial panels, one and many rows."""
+    for n in NS:
+        stored, scale, dense = _weights(mode, n, k, seed=n * 1000 + k)
+        panels = to_panels(stored)
+        assert torch.equal(from_panels(panels, n), stored)
+        for m in MS:
+            x = torch.randn(m, k, generator=torch.Generator().manual_seed(m))
+            got = kernels.linear(x, panels, scale, None, n)
+            want = (x.double() @ dense.double().T).float()
+            tol = 1e-5 * (k**0.5) * float(want.abs().max().clamp(min=1))
+            assert got.shape == (m, n)
+            torch.testing.assert_close(got, want, atol=tol, rtol=1e-5, msg=f"{mode} n={n} m={m}")
+
+
+@pytest.mark.parametrize("mode", ["bf16", "float32", "int8"])
+def test_matmul_rows_do_not_depend_on_their_neighbours(kernels, mode):
+    """Batch invariance: each row of an M-row product is bit-identical to that row alone."""
+    stored, scale, _ = _weights(mode, 67, 1000, seed=3)
+    panels = to_panels(stored)
+    x = torch.randn(13, 1000)
+    together = kernels.linear(x, panels, scale, None, 67)
+    for i in range(13):
+        alone = kernels.linear(x[i : i + 1].contiguous(), panels, scale, None, 67)
+        assert torch.equal(together[i], alone[0]), i

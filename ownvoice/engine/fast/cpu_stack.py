@@ -11,13 +11,13 @@ from __future__ import annotations
 import torch
 
 from ownvoice.engine.fast.arena import Arena
-from ownvoice.engine.fast.packed import PackedLinear
+from ownvoice.engine.fast.packed import PANEL, PackedLinear
 from ownvoice.model.layers import DecoderStack
 
 
 def _fuse(linears: list[PackedLinear], arena: Arena):
-    """Concatenate the rows of several packed linears into the arena; re-point each at its
-    slice."""
+    """Concatenate the rows (whole panels of 16) of several packed linears into the arena;
+    re-point each at its panels."""
     weight = arena.take(torch.cat([lin.weight for lin in linears], dim=0))
     scale = None
     if linears[0].scale is not None:
@@ -25,7 +25,7 @@ def _fuse(linears: list[PackedLinear], arena: Arena):
     start = 0
     for lin in linears:
         n = lin.out_features
-        lin.weight = weight[start : start + n]
+        lin.weight = weight[start // PANEL : (start + n) // PANEL]
         if scale is not None:
             lin.scale = scale[start : start + n]
         start += n
@@ -73,11 +73,13 @@ class CpuStack:
 
     @staticmethod
     def supported(stack: DecoderStack) -> bool:
-        """Every projection packed, no biases, float32 activations."""
+        """Every projection packed, no biases, whole panels (fused by rows), float32
+        activations."""
         if stack.norm.weight.dtype != torch.float32:
             return False
         return all(
-            isinstance(lin, PackedLinear) and lin.bias is None for lin in _projections(stack)
+            isinstance(lin, PackedLinear) and lin.bias is None and lin.out_features % PANEL == 0
+            for lin in _projections(stack)
         )
 
     def forward_rows(
