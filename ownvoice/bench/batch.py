@@ -93,7 +93,8 @@ def _run_rows(engine, kw, opts, rows: int) -> tuple[int, float]:
         engine.join(seq)
     steps = 0
     while engine.running:
-        engine.step()
+        for _ in engine.step():
+            pass
         steps += 1
     return steps, decode[0]
 

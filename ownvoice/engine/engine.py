@@ -43,6 +43,7 @@ class Engine:
     def __init__(self, loaded: LoadedModel, config: EngineConfig):
         self._m = loaded
         self._loop = loaded.loop
+        self._joined = 0  # sequences joined so far (their chunk boundaries are staggered)
         self.config = config
         self.source = loaded.source
         self.model_config = loaded.cfg
@@ -245,20 +246,30 @@ class Engine:
     def join(self, seq: Sequence) -> None:
         """Prefill `seq` and add it to the batch; it makes its first frame at the next step().
         Raises RuntimeError when the batch is full (see `max_batch`)."""
+        if self._loop.rows:  # alone, chunk boundaries need no spreading
+            seq.stagger = self._joined % seq.chunk_frames
+        self._joined += 1
         self._loop.join(seq)
 
-    def step(self) -> list[tuple[Sequence, AudioChunk]]:
-        """Advance every running sequence by one frame; returns the audio chunks now due.
+    def step(self) -> Iterator[tuple[Sequence, AudioChunk]]:
+        """Advance every running sequence by one frame; yields the audio chunks now due.
 
-        A sequence's last chunk has `is_last` set; it has left the batch by then. Not
+        The frames are made at once; their audio is decoded as the iterator is read, first
+        for sequences that have no audio yet (a request that just joined hears its first
+        chunk without waiting for the others' decoding). Read it to the end before the next
+        step(). A sequence's last chunk has `is_last` set; it has left the batch by then. Not
         thread-safe: one thread drives an engine (the service's scheduler, or `stream()`).
         """
-        out = []
-        for event in self._loop.step():
+        events = self._loop.step()
+        events.sort(key=lambda e: e.seq.started_audio)  # stable: newcomers first
+        return self._decode(events)
+
+    @staticmethod
+    def _decode(events) -> Iterator[tuple[Sequence, AudioChunk]]:
+        for event in events:
             chunk = event.seq.take(event.frame, event.stop_reason)
             if chunk is not None:
-                out.append((event.seq, chunk))
-        return out
+                yield event.seq, chunk
 
     def cancel_all(self) -> list[tuple[Sequence, AudioChunk]]:
         """End every running sequence now (their last, possibly empty, chunks are returned)."""

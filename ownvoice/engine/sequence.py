@@ -37,6 +37,9 @@ class Sequence:
     first_chunk_frames: int = 2
     chunk_frames: int = 8
     tag: object = None  # the caller's (e.g. a request id)
+    # frames by which the second chunk is shorter, so that rows which joined together decode
+    # their chunks at different steps instead of all at once (set by Engine.join)
+    stagger: int = 0
     # progress, kept by the frame loop
     frames: int = 0  # frames generated
     position: int = 0  # talker position of the next input
@@ -52,6 +55,11 @@ class Sequence:
     def done(self) -> bool:
         return self.stop_reason is not None
 
+    @property
+    def started_audio(self) -> bool:
+        """True once its first chunk went out."""
+        return self._chunks > 0
+
     def cancel(self) -> None:
         """Stop at the next step boundary (within one frame)."""
         self.cancelled = True
@@ -65,7 +73,12 @@ class Sequence:
             self._pending.append(frame.reshape(1, -1))
         if stop_reason is not None:
             self.stop_reason = stop_reason
-        target = self.first_chunk_frames if self._chunks == 0 else self.chunk_frames
+        if self._chunks == 0:
+            target = self.first_chunk_frames
+        elif self._chunks == 1:
+            target = max(1, self.chunk_frames - self.stagger)
+        else:
+            target = self.chunk_frames
         if not (len(self._pending) >= target or self.done):
             return None
         if self._pending:

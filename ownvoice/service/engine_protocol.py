@@ -6,6 +6,7 @@ Schedulers drive engines only through these members, so a test double that imple
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Protocol
 
 from ownvoice.engine.options import SamplingOptions, SynthesisOptions
@@ -57,6 +58,6 @@ class SpeechEngine(Protocol):
 
     def join(self, seq: Sequence) -> None: ...
 
-    def step(self) -> list[tuple[Sequence, AudioChunk]]: ...
+    def step(self) -> Iterable[tuple[Sequence, AudioChunk]]: ...
 
     def cancel_all(self) -> list[tuple[Sequence, AudioChunk]]: ...

@@ -227,6 +227,9 @@ class SpeechPlanner:
             language=language,
             sampling=SamplingOptions(**_sampling(req)),
             seed=req.seed,
+            # the first chunk is one frame: a request joining a busy batch is heard after one
+            # step; the rest come in chunks of optimization.streaming.emit_every_frames
+            first_chunk_frames=1,
             chunk_frames=self.config.chunk_frames,
         )
         options.validate()

@@ -175,8 +175,13 @@ class Scheduler:
         if self.metrics:
             self.metrics.batch_rows.labels(self.name).observe(len(self._active))
             self.metrics.occupancy.labels(self.name).set(len(self._active))
+        ended: list[Generation] = []
         try:
-            out = engine.step()
+            # chunks are decoded as they are read, a newcomer's first: each goes out at once
+            for seq, chunk in engine.step():
+                seq.tag.emit(chunk)
+                if chunk.is_last:
+                    ended.append(seq.tag)
         except BaseException as e:  # a failed step fails every row in it, never the thread
             log.error("engine %s: step failed with %d rows: %s", self.name, len(self._active), e)
             if is_out_of_memory(e):
@@ -188,12 +193,10 @@ class Scheduler:
             for gen in list(self._active):
                 self._end(gen, error=e)
             return
-        for seq, chunk in out:
-            gen = seq.tag
-            gen.emit(chunk)
-            if not chunk.is_last:
-                continue
-            if chunk.stop_reason in ("eos", "max_frames") and not gen.should_stop():
+        # a finished piece makes way for the generation's next one (its prefill runs now,
+        # after every chunk of this step went out)
+        for gen in ended:
+            if gen.sequence.stop_reason in ("eos", "max_frames") and not gen.should_stop():
                 self._next_piece(engine, gen)
             else:
                 self._end(gen)

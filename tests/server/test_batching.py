@@ -12,6 +12,7 @@ import re
 import time
 
 import httpx
+import numpy as np
 import pytest
 
 from tests.server.fakes import FakeEngine
@@ -62,7 +63,10 @@ def test_eight_streaming_clients_each_get_their_solo_audio(tiny_checkpoints, tmp
         rows, steps = batch_stats(base)
     for i, (a, b) in enumerate(zip(solo, together, strict=True)):
         assert len(a) == (10 + 3 * i) * 1920 * 2, i  # random weights never end early
-        assert a == b, f"request {i} differs when batched"
+        # same codes; the audio is decoded in other chunk sizes (batched rows spread their
+        # decoding over the steps), equal within float rounding: at most 1 LSB in 16 bits
+        x, y = np.frombuffer(a, "<i2").astype(int), np.frombuffer(b, "<i2").astype(int)
+        assert np.abs(x - y).max() <= 1, f"request {i} differs when batched"
     mean_rows = (rows - rows_before) / (steps - steps_before)
     assert mean_rows > 2.5, f"the requests did not share steps (mean rows {mean_rows:.2f})"
 
