@@ -44,6 +44,7 @@ class Engine:
         self._m = loaded
         self._loop = loaded.loop
         self._joined = 0  # sequences joined so far (their chunk boundaries are staggered)
+        self._audio: list[Sequence] = []  # sequences with frames (or an end) not yet decoded
         self.config = config
         self.source = loaded.source
         self.model_config = loaded.cfg
@@ -256,27 +257,41 @@ class Engine:
 
         The frames are made at once; their audio is decoded as the iterator is read, first
         for sequences that have no audio yet (a request that just joined hears its first
-        chunk without waiting for the others' decoding). Read it to the end before the next
-        step(). A sequence's last chunk has `is_last` set; it has left the batch by then. Not
-        thread-safe: one thread drives an engine (the service's scheduler, or `stream()`).
+        chunk without waiting for the others). A caller may stop reading early: what it did
+        not read stays pending and comes out, in bigger chunks, from a later step (a scheduler
+        does so to let a waiting request join sooner). A sequence's last chunk has `is_last`
+        set. Not thread-safe: one thread drives an engine (the service's scheduler, or
+        `stream()`).
         """
-        events = self._loop.step()
-        events.sort(key=lambda e: e.seq.started_audio)  # stable: newcomers first
-        return self._decode(events)
+        for event in self._loop.step():
+            event.seq.add(event.frame, event.stop_reason)
+            if event.seq not in self._audio:
+                self._audio.append(event.seq)
+        return self._chunks()
 
-    @staticmethod
-    def _decode(events) -> Iterator[tuple[Sequence, AudioChunk]]:
-        for event in events:
-            chunk = event.seq.take(event.frame, event.stop_reason)
-            if chunk is not None:
-                yield event.seq, chunk
+    @property
+    def first_chunks_due(self) -> bool:
+        """Whether a sequence that has no audio yet has its first chunk due (step() yields
+        those first)."""
+        return any(seq.due() and not seq.started_audio for seq in self._audio)
+
+    def _chunks(self) -> Iterator[tuple[Sequence, AudioChunk]]:
+        for seq in sorted(self._audio, key=lambda s: s.started_audio):  # stable: newcomers first
+            if seq.due():
+                chunk = seq.chunk()
+                if seq.finished:
+                    self._audio.remove(seq)
+                yield seq, chunk
 
     def cancel_all(self) -> list[tuple[Sequence, AudioChunk]]:
-        """End every running sequence now (their last, possibly empty, chunks are returned)."""
-        out = []
+        """End every running sequence now; returns the last chunk of every sequence that had
+        not had it yet (their pending frames decoded)."""
         for event in self._loop.cancel_all():
-            chunk = event.seq.take(None, event.stop_reason)
-            out.append((event.seq, chunk))
+            event.seq.add(None, event.stop_reason)
+            if event.seq not in self._audio:
+                self._audio.append(event.seq)
+        out = [(seq, seq.chunk()) for seq in self._audio if not seq.finished]
+        self._audio = []
         return out
 
     def stream(
@@ -297,7 +312,7 @@ class Engine:
         return self._run_alone(seq, should_stop)
 
     def _run_alone(self, seq: Sequence, should_stop) -> Iterator[AudioChunk]:
-        if self._loop.rows:
+        if self._loop.rows or self._audio:
             raise RuntimeError(
                 "this engine is running a batch; use join()/step() from the thread that drives it"
             )
@@ -311,8 +326,8 @@ class Engine:
                     if chunk.is_last:
                         return
         finally:
-            if seq.slot is not None:  # the caller stopped reading: free the row
-                self._loop.cancel_all()
+            if not seq.finished:  # the caller stopped reading: free the row
+                self.cancel_all()
 
     def synthesize(
         self,

@@ -50,6 +50,7 @@ class Sequence:
     _pending: list[torch.Tensor] = field(default_factory=list)
     _chunks: int = 0
     _start_frame: int = 0
+    _last_sent: bool = False
 
     @property
     def done(self) -> bool:
@@ -64,31 +65,45 @@ class Sequence:
         """Stop at the next step boundary (within one frame)."""
         self.cancelled = True
 
-    def take(self, frame: torch.Tensor | None, stop_reason: str | None) -> AudioChunk | None:
-        """A frame (16,) and/or the end; returns a chunk when one is due.
-
-        The last chunk (is_last) always comes, empty when nothing was left to decode.
-        """
+    def add(self, frame: torch.Tensor | None, stop_reason: str | None = None) -> None:
+        """A new frame (16,) and/or the end; its audio is decoded by `chunk()`."""
         if frame is not None:
             self._pending.append(frame.reshape(1, -1))
         if stop_reason is not None:
             self.stop_reason = stop_reason
+
+    @property
+    def pending_frames(self) -> int:
+        return len(self._pending)
+
+    @property
+    def finished(self) -> bool:
+        """Ended, and its last chunk went out."""
+        return self.done and self._last_sent
+
+    def due(self) -> bool:
+        """Whether a chunk is ready: enough frames for the schedule, or the end."""
+        if self._last_sent:
+            return False
+        if self.done:
+            return True
         if self._chunks == 0:
             target = self.first_chunk_frames
         elif self._chunks == 1:
             target = max(1, self.chunk_frames - self.stagger)
         else:
             target = self.chunk_frames
-        if not (len(self._pending) >= target or self.done):
-            return None
+        return len(self._pending) >= target
+
+    def chunk(self) -> AudioChunk:
+        """Decode every pending frame into the next chunk (the last one once done; it always
+        comes, empty when nothing was left to decode)."""
         if self._pending:
             codes = torch.cat(self._pending, dim=0)  # (n, 16)
             samples = self.decoder(codes)
             codes_np = codes.cpu().numpy()
-        elif self.done:
-            samples, codes_np = np.zeros(0, np.float32), np.zeros((0, 16), np.int64)
         else:
-            return None
+            samples, codes_np = np.zeros(0, np.float32), np.zeros((0, 16), np.int64)
         chunk = AudioChunk(
             samples=samples,
             codes=codes_np,
@@ -100,4 +115,10 @@ class Sequence:
         self._chunks += 1
         self._start_frame += codes_np.shape[0]
         self._pending = []
+        self._last_sent = self.done
         return chunk
+
+    def take(self, frame: torch.Tensor | None, stop_reason: str | None) -> AudioChunk | None:
+        """`add`, then the chunk if one is due (None otherwise)."""
+        self.add(frame, stop_reason)
+        return self.chunk() if self.due() else None

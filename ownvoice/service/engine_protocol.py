@@ -41,6 +41,9 @@ class SpeechEngine(Protocol):
     @property
     def running(self) -> list[Sequence]: ...
 
+    @property
+    def first_chunks_due(self) -> bool: ...
+
     def warmup(self) -> float: ...
 
     def make_voice(

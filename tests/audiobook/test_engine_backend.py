@@ -28,6 +28,7 @@ class FakeEngine:
         self.max_batch = max_batch
         self.calls: list[tuple[str, object]] = []
         self.rows: list = []
+        self.audio: list = []  # ended sequences whose chunk was not read yet
         self.max_active = 0
         self._lock = threading.Lock()
 
@@ -54,14 +55,35 @@ class FakeEngine:
         self.rows.append(seq)
         self.max_active = max(self.max_active, len(self.rows))
 
+    @property
+    def running(self):
+        return list(self.rows)
+
+    @property
+    def first_chunks_due(self) -> bool:
+        return bool(self.audio)  # each sequence's one chunk is its first
+
     def step(self):
+        """Like Engine.step: every row's whole audio in this step, handed out as read; what
+        is not read stays for the next step."""
         time.sleep(0.01)  # long enough for the other threads' chunks to join
         rows, self.rows = self.rows, []
-        return [(seq, seq.take(torch.zeros(16, dtype=torch.long), seq.fake_stop)) for seq in rows]
+        for seq in rows:
+            seq.add(torch.zeros(16, dtype=torch.long), seq.fake_stop)
+            self.audio.append(seq)
+        return self._chunks()
+
+    def _chunks(self):
+        while self.audio:
+            seq = self.audio.pop(0)
+            yield seq, seq.chunk()
 
     def cancel_all(self):
         rows, self.rows = self.rows, []
-        return [(seq, seq.take(None, "cancelled")) for seq in rows]
+        out = [(seq, seq.take(None, "cancelled")) for seq in rows]
+        out += [(seq, seq.chunk()) for seq in self.audio]
+        self.audio = []
+        return out
 
 
 def test_in_process_render_caps_frames_retries_runaways_and_batches(story, tmp_path):

@@ -61,6 +61,7 @@ class FakeEngine:
         self.warmed = 0
         self.threads: set[str] = set()
         self.rows: list[Sequence] = []
+        self.audio: list[Sequence] = []  # sequences with audio not yet decoded
         self.max_active = 0  # most rows in one step
         self.steps = 0
 
@@ -139,34 +140,48 @@ class FakeEngine:
         self.max_active = max(self.max_active, len(self.rows))
 
     def step(self):
-        out = []
-        if not self.rows:
-            return out
-        self.steps += 1
-        self.threads.add(threading.current_thread().name)
-        if self.frame_delay:
-            time.sleep(self.frame_delay)
+        """Like Engine.step: frames now, their chunks decoded as the iterator is read."""
+        if self.rows:
+            self.steps += 1
+            self.threads.add(threading.current_thread().name)
+            if self.frame_delay:
+                time.sleep(self.frame_delay)
         for seq in list(self.rows):
             if seq.cancelled and not self.ignore_stop:
                 self.cancelled += 1
                 self._leave(seq)
-                out.append((seq, seq.take(None, "cancelled")))
-                continue
-            seq.frames += 1
-            self.frames_generated += 1
-            stop = seq.fake_stop if seq.frames >= seq.max_frames else None
-            if stop:
-                self._leave(seq)
-            chunk = seq.take(torch.zeros(16, dtype=torch.long), stop)
-            if chunk is not None:
-                out.append((seq, chunk))
-        return out
+                seq.add(None, "cancelled")
+            else:
+                seq.frames += 1
+                self.frames_generated += 1
+                stop = seq.fake_stop if seq.frames >= seq.max_frames else None
+                if stop:
+                    self._leave(seq)
+                seq.add(torch.zeros(16, dtype=torch.long), stop)
+            if seq not in self.audio:
+                self.audio.append(seq)
+        return self._chunks()
+
+    def _chunks(self):
+        for seq in sorted(self.audio, key=lambda s: s.started_audio):
+            if seq.due():
+                chunk = seq.chunk()
+                if seq.finished:
+                    self.audio.remove(seq)
+                yield seq, chunk
+
+    @property
+    def first_chunks_due(self) -> bool:
+        return any(seq.due() and not seq.started_audio for seq in self.audio)
 
     def cancel_all(self):
-        out = []
         for seq in list(self.rows):
             self._leave(seq)
-            out.append((seq, seq.take(None, "cancelled")))
+            seq.add(None, "cancelled")
+            if seq not in self.audio:
+                self.audio.append(seq)
+        out = [(seq, seq.chunk()) for seq in self.audio if not seq.finished]
+        self.audio = []
         return out
 
     def stream(self, text, voice=None, instruct=None, options=None):
