@@ -134,7 +134,7 @@ class EagerLoop:
     def free_slots(self) -> int:
         return self.max_batch - len(self.rows)
 
-    def join(self, seq) -> None:
+    def join(self, seq):
         if not self.free_slots:
             raise RuntimeError(f"batch full ({self.max_batch} rows); wait for a row to leave")
         seq.slot = len(self.rows)
@@ -143,6 +143,7 @@ class EagerLoop:
             self.talker, seq.prompt, seq.sampling, seq.max_frames, seq.generator,
             lambda: seq.cancelled,
         )  # fmt: skip
+        return None  # its first frame comes from the next step
 
     def step(self) -> list:
         events = []

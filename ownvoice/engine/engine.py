@@ -245,12 +245,15 @@ class Engine:
         return self._loop.exact_batching
 
     def join(self, seq: Sequence) -> None:
-        """Prefill `seq` and add it to the batch; it makes its first frame at the next step().
+        """Prefill `seq`, make its first frame at once (so its first chunk is ready without
+        waiting for a batched step: read it with `ready_chunks()`) and add it to the batch.
         Raises RuntimeError when the batch is full (see `max_batch`)."""
         if self._loop.rows:  # alone, chunk boundaries need no spreading
             seq.stagger = self._joined % seq.chunk_frames
         self._joined += 1
-        self._loop.join(seq)
+        event = self._loop.join(seq)
+        if event is not None:
+            self._keep(event)
 
     def step(self) -> Iterator[tuple[Sequence, AudioChunk]]:
         """Advance every running sequence by one frame; yields the audio chunks now due.
@@ -264,10 +267,13 @@ class Engine:
         `stream()`).
         """
         for event in self._loop.step():
-            event.seq.add(event.frame, event.stop_reason)
-            if event.seq not in self._audio:
-                self._audio.append(event.seq)
-        return self._chunks()
+            self._keep(event)
+        return self.ready_chunks()
+
+    def _keep(self, event) -> None:
+        event.seq.add(event.frame, event.stop_reason)
+        if event.seq not in self._audio:
+            self._audio.append(event.seq)
 
     @property
     def first_chunks_due(self) -> bool:
@@ -275,7 +281,9 @@ class Engine:
         those first)."""
         return any(seq.due() and not seq.started_audio for seq in self._audio)
 
-    def _chunks(self) -> Iterator[tuple[Sequence, AudioChunk]]:
+    def ready_chunks(self) -> Iterator[tuple[Sequence, AudioChunk]]:
+        """The chunks due now, without a step (a joined sequence's first; what a step left),
+        decoded as read, sequences without audio first."""
         for seq in sorted(self._audio, key=lambda s: s.started_audio):  # stable: newcomers first
             if seq.due():
                 chunk = seq.chunk()
@@ -316,15 +324,19 @@ class Engine:
             raise RuntimeError(
                 "this engine is running a batch; use join()/step() from the thread that drives it"
             )
+        if should_stop is not None and should_stop():
+            seq.cancel()
         self.join(seq)
         try:
+            chunks = self.ready_chunks()
             while True:
-                if should_stop is not None and should_stop():
-                    seq.cancel()
-                for _, chunk in self.step():
+                for _, chunk in chunks:
                     yield chunk
                     if chunk.is_last:
                         return
+                if should_stop is not None and should_stop():
+                    seq.cancel()
+                chunks = self.step()
         finally:
             if not seq.finished:  # the caller stopped reading: free the row
                 self.cancel_all()

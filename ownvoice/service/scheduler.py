@@ -161,7 +161,8 @@ class Scheduler:
             self._next_piece(engine, gen)
 
     def _next_piece(self, engine, gen: Generation) -> None:
-        """Join the generation's next piece; end it when there is none (or it failed)."""
+        """Join the generation's next piece (its first chunk goes out at once); end the
+        generation when there is none (or it failed)."""
         try:
             seq = gen.next_sequence(engine)
             if seq is not None:
@@ -171,8 +172,10 @@ class Scheduler:
             return
         if seq is None:
             self._end(gen)
-        elif gen not in self._active:
+            return
+        if gen not in self._active:
             self._active.append(gen)
+        self._send(engine, engine.ready_chunks(), first_only=True)
 
     def _step(self) -> None:
         engine = self.engine
@@ -182,17 +185,25 @@ class Scheduler:
         if self.metrics:
             self.metrics.batch_rows.labels(self.name).observe(len(engine.running))
             self.metrics.occupancy.labels(self.name).set(len(engine.running))
+        try:
+            chunks = engine.step()
+        except BaseException as e:  # a failed step fails every row in it, never the thread
+            self._fail_all(engine, e)
+            return
+        # When a request waits for a free row, the rows that already play leave their audio
+        # for the next step (once, never twice in a row): the newcomer joins sooner.
+        defer = not self._deferred and self._arrivals(engine)
+        self._deferred = defer
+        self._send(engine, chunks, first_only=defer)
+
+    def _send(self, engine, chunks, first_only: bool) -> None:
+        """Hand chunks to their generations as they are decoded (newcomers' first chunks come
+        first); with `first_only`, stop when only playing rows' chunks are left (they stay
+        pending in the engine). A finished piece then makes way for its generation's next."""
         ended: list[Generation] = []
         try:
-            # chunks are decoded as they are read, newcomers' first chunks first; each goes
-            # out at once. When a request waits for a free row, the rows that already play
-            # leave the rest of their audio for the next step (once, never twice in a row),
-            # so the newcomer joins a step sooner: its time to first audio is then about one
-            # step, not two.
-            chunks = iter(engine.step())
-            defer = not self._deferred and self._arrivals(engine)
-            self._deferred = False
-            while not (defer and not engine.first_chunks_due):
+            chunks = iter(chunks)
+            while not first_only or engine.first_chunks_due:
                 item = next(chunks, None)
                 if item is None:
                     break
@@ -200,26 +211,25 @@ class Scheduler:
                 seq.tag.emit(chunk)
                 if chunk.is_last:
                     ended.append(seq.tag)
-            else:
-                self._deferred = True
-        except BaseException as e:  # a failed step fails every row in it, never the thread
-            log.error("engine %s: step failed with %d rows: %s", self.name, len(self._active), e)
-            if is_out_of_memory(e):
-                _free_device_memory()
-            try:
-                engine.cancel_all()
-            except BaseException:
-                pass
-            for gen in list(self._active):
-                self._end(gen, error=e)
+        except BaseException as e:
+            self._fail_all(engine, e)
             return
-        # a finished piece makes way for the generation's next one (its prefill runs now,
-        # after every chunk of this step went out)
         for gen in ended:
             if gen.sequence.stop_reason in ("eos", "max_frames") and not gen.should_stop():
                 self._next_piece(engine, gen)
             else:
                 self._end(gen)
+
+    def _fail_all(self, engine, e: BaseException) -> None:
+        log.error("engine %s: step failed with %d rows: %s", self.name, len(self._active), e)
+        if is_out_of_memory(e):
+            _free_device_memory()
+        try:
+            engine.cancel_all()
+        except BaseException:
+            pass
+        for gen in list(self._active):
+            self._end(gen, error=e)
 
     def _arrivals(self, engine) -> bool:
         """A request waits that could join now."""

@@ -73,6 +73,9 @@ class FakeEngine:
             self.audio.append(seq)
         return self._chunks()
 
+    def ready_chunks(self):
+        return self._chunks()
+
     def _chunks(self):
         while self.audio:
             seq = self.audio.pop(0)

@@ -162,6 +162,9 @@ class FakeEngine:
                 self.audio.append(seq)
         return self._chunks()
 
+    def ready_chunks(self):
+        return self._chunks()
+
     def _chunks(self):
         for seq in sorted(self.audio, key=lambda s: s.started_audio):
             if seq.due():

@@ -5,8 +5,8 @@ KV caches:
 
     prefill(slot, embeds)         one new sequence's prompt, alone, at positions 0..L-1
     talker(n, x, pos, span)       one token for each of rows 0..n-1, each at its own position
-    code_predictor(n, x, start)   the code predictor's tokens for rows 0..n-1 (one shared position:
-                                  its cache is per frame, so every row is at the same place)
+    code_predictor(rows, x, start)  the code predictor's tokens for a slice of rows (one shared
+                                  position: its cache is per frame, so every row is at the same place)
 
 Rows live in slots 0..n-1 of the loop; when a row leaves, the loop moves the last row into its
 slot (`move`). `KernelBackend` gives every sequence its own cache tensor and reduces in a fixed
@@ -132,11 +132,12 @@ class KernelBackend:
         )  # fmt: skip
         return h[:, None]
 
-    def code_predictor(self, n: int, x: torch.Tensor, start: int) -> torch.Tensor:
+    def code_predictor(self, rows: slice, x: torch.Tensor, start: int) -> torch.Tensor:
         """x (n, T, Hc) at positions start..start+T-1 of each row's frame cache -> (n, T, Hc)."""
-        T = x.shape[1]
-        ks = [self.cp_caches[i][0] for i in range(n) for _ in range(T)]
-        vs = [self.cp_caches[i][1] for i in range(n) for _ in range(T)]
+        n, T = x.shape[0], x.shape[1]
+        slots = range(rows.start, rows.start + n)
+        ks = [self.cp_caches[i][0] for i in slots for _ in range(T)]
+        vs = [self.cp_caches[i][1] for i in slots for _ in range(T)]
         positions = torch.arange(start, start + T).repeat(n)
         cos, sin = self.cp_rope.cos[positions], self.cp_rope.sin[positions]
         h = self.cp_stack.forward_rows(x.reshape(n * T, -1), ks, vs, positions, cos, sin)
@@ -241,8 +242,8 @@ class TorchBackend:
         rope = (self.rope.cos[pos][:, None], self.rope.sin[pos][:, None])  # (n, 1, head_dim)
         return self._talker.model(x, pos[:, None], cache, mask=mask, rope=rope)
 
-    def code_predictor(self, n: int, x: torch.Tensor, start: int) -> torch.Tensor:
-        T = x.shape[1]
+    def code_predictor(self, rows: slice, x: torch.Tensor, start: int) -> torch.Tensor:
+        n, T = x.shape[0], x.shape[1]
         positions = torch.arange(start, start + T, device=x.device)[None].expand(n, T)
-        cache = _FrameCache(self.cp_cache.k[:, :n], self.cp_cache.v[:, :n], start)
+        cache = _FrameCache(self.cp_cache.k[:, rows], self.cp_cache.v[:, rows], start)
         return self._talker.code_predictor.model(x, positions, cache)

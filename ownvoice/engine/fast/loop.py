@@ -4,13 +4,14 @@ Rows occupy slots 0..n-1 of preallocated buffers (`Slots`); each phase below is 
 those buffers with fixed shapes, so on CUDA each (phase, batch bucket) can be captured as a
 graph and replayed, and on the CPU the same functions simply run. Per step:
 
-    1) host: read every row's code0 (the one sync) -- retire rows that hit EOS or were cancelled
-    2) code predictor: codebooks 1..15 of every row, 15 sub-steps  -- graph "cp/<bucket>"
-    3) emit each row's frame; retire rows at their frame cap
-    4) talker step: feed every frame back, pick each row's next code0 -- graph "step/<bucket>/<span>"
+    1) talker step: feed every row's last frame back, pick its code0 -- graph "step/<bucket>/<span>"
+    2) host: read every row's code0 (the one sync) -- retire rows that hit EOS or were cancelled
+    3) code predictor: codebooks 1..15 of every row, 15 sub-steps  -- graph "cp/<bucket>"
+    4) emit each row's frame; retire rows at their frame cap
 
-A sequence joins between steps: its prompt is prefilled alone (prompts differ in length), it
-picks its first code0, and from the next step on it is one more row. Every row keeps its own
+A sequence joins between steps: its prompt is prefilled alone (prompts differ in length), and
+it makes its first frame alone at once (code0, then the code predictor), so its first audio
+does not wait for a batched step; from the next step on it is one more row. Every row keeps its own
 sampling settings, random stream, repetition-penalty history, position and trailing text, so
 (with the kernel backend, whose reductions do not depend on the batch) a sequence produces the
 same codes alone or beside others. The written order of random draws per row is the solo one:
@@ -151,10 +152,9 @@ class FrameLoop:
         logits = logits.masked_fill(too_early | self.suppress, NEG_INF)
         s.code0[rows] = sample_no_sync(logits, _rows_of(s.talker_sampling, rows), s.noise0[rows])
 
-    def _predict_residual(self, n: int) -> None:
-        """Codebooks 1..15 of rows 0..n-1, whose codebook 0 is `code0`; 15 unrolled steps."""
+    def _predict_residual(self, rows: slice) -> None:
+        """Codebooks 1..15 of `rows`, whose codebook 0 is `code0`; 15 unrolled steps."""
         s, cp, talker = self.slots, self.talker.code_predictor, self.talker
-        rows = slice(0, n)
         code0 = s.code0[rows]
         s.seen[rows] = s.seen[rows].scatter(1, code0[:, None], True)
         s.frame[rows, 0] = code0
@@ -162,7 +162,7 @@ class FrameLoop:
         sampling = _rows_of(s.cp_sampling, rows)
         start = 0
         for step in range(1, cp.num_steps + 1):
-            h = self.backend.code_predictor(n, cp.small_to_mtp_projection(x), start)
+            h = self.backend.code_predictor(rows, cp.small_to_mtp_projection(x), start)
             start += x.shape[1]
             logits = cp.lm_head[step - 1](h[:, -1]).float()
             code = sample_no_sync(logits, sampling, s.noise_cp[rows, step - 1])
@@ -187,8 +187,10 @@ class FrameLoop:
         return self.max_batch - len(self.rows)
 
     @torch.inference_mode()
-    def join(self, seq: Sequence) -> None:
-        """Prefill a new sequence alone and make it a row (its first step is the next one)."""
+    def join(self, seq: Sequence) -> FrameEvent:
+        """Prefill a new sequence alone, make its first frame, and make it a row.
+
+        Returns its first frame's event (or its end: EOS, or cancelled before it began)."""
         if not self.free_slots:
             raise RuntimeError(f"batch full ({self.max_batch} rows); wait for a row to leave")
         s, slot = self.slots, len(self.rows)
@@ -198,11 +200,51 @@ class FrameLoop:
         seq.slot, seq.position = slot, length
         self.backend.attach(slot, length + min(seq.max_frames, INITIAL_FRAMES))
         self._configure(slot, seq)
-        with timer("prefill"), torch.inference_mode():
+        one = slice(slot, slot + 1)
+        with timer("prefill"):
             hidden = self.backend.prefill(slot, seq.prompt.embeds)
             s.hidden[slot] = hidden[0, -1:]
             self._draw_noise(slot, seq)
-            self._pick_code0(slice(slot, slot + 1))
+            self._pick_code0(one)
+        return self._finish_frames([seq], one)[0]
+
+    def _finish_frames(self, seqs: list[Sequence], rows: slice) -> list[FrameEvent]:
+        """After code0 was picked for `rows` (holding `seqs`): end the ones at EOS or cancelled,
+        run the code predictor for the others, emit their frames, end the ones at their cap."""
+        s, timer = self.slots, self.timer or _untimed
+        events: list[FrameEvent] = []
+        # the one host sync: who ended?
+        codes = s.code0[rows].tolist()
+        for seq, code in zip(seqs, codes, strict=True):
+            reason = (
+                "cancelled" if seq.cancelled else "eos" if code == self.cfg.codec_eos_id else None
+            )
+            if reason:
+                self._leave(seq)
+                events.append(FrameEvent(seq, None, reason))
+        # in slot order (leaving rows moved others into their slots)
+        going = sorted((seq for seq in seqs if seq.slot is not None), key=lambda q: q.slot)
+        if not going:
+            return events
+        if rows.start == 0 and len(going) == len(self.rows):  # every row: the batched phase
+            rows = slice(0, len(self.rows))
+            bucket = self._bucket(len(self.rows))
+            with timer("code_predictor"):
+                self.graphs.run(f"cp/{bucket}", lambda: self._predict_residual(slice(0, bucket)))
+        else:  # one row joining, at its slot
+            (seq,) = going
+            rows = slice(seq.slot, seq.slot + 1)
+            with timer("code_predictor"):
+                self._predict_residual(rows)
+        # emit; rows at their cap end here (their last frame gets no talker step)
+        frames = s.frame[rows].clone()
+        for seq, frame in zip(list(going), frames, strict=True):
+            seq.frames += 1
+            done = seq.frames >= seq.max_frames
+            events.append(FrameEvent(seq, frame, "max_frames" if done else None))
+            if done:
+                self._leave(seq)
+        return events
 
     def _configure(self, slot: int, seq: Sequence) -> None:
         s, sp = self.slots, seq.sampling
@@ -245,37 +287,9 @@ class FrameLoop:
         """Advance every row by one frame; returns one event per row that made a frame or ended."""
         if not self.rows:
             return []
-        s = self.slots
+        s, n = self.slots, len(self.rows)
         timer = self.timer or _untimed
-        events: list[FrameEvent] = []
-        # 1) the one host sync: who ended?
-        codes = s.code0[: len(self.rows)].tolist()
-        for seq, code in list(zip(self.rows, codes, strict=True)):
-            reason = (
-                "cancelled" if seq.cancelled else "eos" if code == self.cfg.codec_eos_id else None
-            )
-            if reason:
-                self._leave(seq)
-                events.append(FrameEvent(seq, None, reason))
-        n = len(self.rows)
-        if not n:
-            return events
-        # 2) codebooks 1..15 for every row
-        bucket = self._bucket(n)
-        with timer("code_predictor"):
-            self.graphs.run(f"cp/{bucket}", lambda: self._predict_residual(bucket))
-        # 3) emit; rows at their cap end here (their last frame gets no talker step)
-        frames = s.frame[:n].clone()
-        for seq, frame in list(zip(self.rows, frames, strict=True)):
-            seq.frames += 1
-            done = seq.frames >= seq.max_frames
-            events.append(FrameEvent(seq, frame, "max_frames" if done else None))
-            if done:
-                self._leave(seq)
-        n = len(self.rows)
-        if not n:
-            return events
-        # 4) feed the frames back
+        # 1) feed every row's last frame back and pick its next code0
         with timer("talker"):
             for seq in self.rows:
                 self.backend.ensure(seq.slot, seq.position + 1)
@@ -289,7 +303,8 @@ class FrameLoop:
             self.graphs.run(f"step/{bucket}/{span}", lambda: self._talker_step(bucket, span))
             for seq in self.rows:
                 seq.position += 1
-        return events
+        # 2)-4) who ended, codebooks 1..15 for the rest, emit
+        return self._finish_frames(list(self.rows), slice(0, n))
 
     def _bucket(self, n: int) -> int:
         """Rows a phase runs over: exactly n, or (under CUDA graphs) the next bucket, whose
