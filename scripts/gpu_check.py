@@ -7,8 +7,14 @@
 1. builds full-size random 0.6B and 1.7B CustomVoice checkpoints (and a 0.6B Base) locally;
 2. fast path (static caches + CUDA graphs) vs the eager path: greedy codes identical for 64
    frames in every mode (float32), and the agreement in bfloat16;
-3. streaming decoder vs one-shot decode on the GPU (max abs difference, float32);
-4. `ownvoice bench` at batch 1, streaming (1-frame first chunk, then 8), 0.6B and 1.7B, bf16.
+3. batched (CUDA graphs per batch bucket) vs eager solo runs: greedy codes of every row, per
+   bucket 1, 2, 4, 8, 16 (float32; torch's GPU kernels promise no batch invariance, so the
+   agreement is reported and must stay high);
+4. streaming decoder vs one-shot decode on the GPU (max abs difference, float32);
+5. `ownvoice bench` at batch 1, streaming (1-frame first chunk, then 8), 0.6B and 1.7B, bf16;
+6. `ownvoice bench --batch 1,4,16`: aggregate throughput, per-stream RTF and a late arrival's
+   time to first audio, 0.6B and 1.7B, bf16 (goal: 16 streams >= 100x real time together,
+   each >= 3x, first audio < 100 ms).
 
 Writes OUT_DIR/gpu_report.json and OUT_DIR/gpu_report.md. Every step is guarded: a failure is
 recorded in the report and the next step still runs; the exit code is 1 if any step failed.
@@ -100,6 +106,48 @@ def equality(folder: Path, device: str, dtype: str, frames: int, use_compile: bo
     return out
 
 
+def batched_vs_eager(folder: Path, device: str, frames: int, buckets=(1, 2, 4, 8, 16)) -> dict:
+    """Greedy codes of rows run together (graphs per bucket) against each row run alone on the
+    eager path."""
+    from ownvoice.engine.engine import Engine
+    from ownvoice.engine.options import SamplingOptions, SynthesisOptions
+
+    fast = Engine.load(str(folder), device=device, dtype="float32", max_batch=max(buckets))
+    eager = Engine.load(str(folder), device=device, dtype="float32", fast=False)
+    speakers = fast.supported_speakers
+    opts = SynthesisOptions(sampling=SamplingOptions.greedy(), max_frames=frames)
+    texts = [f"{TEXT} Number {i}." for i in range(max(buckets))]
+    alone = [
+        eager.synthesize(t, voice=speakers[i % len(speakers)], options=opts).codes
+        for i, t in enumerate(texts)
+    ]
+    out = {}
+    for b in buckets:
+        seqs = [fast.start(texts[i], speakers[i % len(speakers)], options=opts) for i in range(b)]
+        codes = {id(s): [] for s in seqs}
+        for s in seqs:
+            fast.join(s)
+        while fast.running:
+            for s, chunk in fast.step():
+                codes[id(s)].append(chunk.codes)
+        for s, chunk in fast.ready_chunks():  # anything a step left pending
+            codes[id(s)].append(chunk.codes)
+        rows = [np.concatenate(codes[id(s)]) for s in seqs]
+        agree = [
+            float((r[: len(a)] == a[: len(r)]).all(axis=1).mean())
+            for r, a in zip(rows, alone[:b], strict=True)
+        ]
+        out[f"bucket {b}"] = {
+            "rows_identical": sum(a == 1.0 for a in agree),
+            "mean_frame_agreement": float(np.mean(agree)),
+        }
+    del fast, eager
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+    out["ok"] = all(r["mean_frame_agreement"] >= 0.9 for r in out.values())
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -138,6 +186,10 @@ def main() -> None:
     def _():
         return equality(ckpt[f"{sizes[0]}-CustomVoice"], device, "float32", 32, use_compile=True)
 
+    @step(report, f"batched_vs_eager/{sizes[0]}-CustomVoice/float32")
+    def _():
+        return batched_vs_eager(ckpt[f"{sizes[0]}-CustomVoice"], device, 24 if args.tiny else 48)
+
     @step(report, "streaming_vs_oneshot")
     def _():
         from ownvoice.model.codec.loading import load_codec
@@ -171,6 +223,23 @@ def main() -> None:
             cmd = [sys.executable, "-m", "ownvoice", "bench", "--model", str(ckpt[f"{size}-CustomVoice"]),
                    "--device", device, "--dtype", "bfloat16", "--frames", "200" if not args.quick else "64",
                    "--first-chunk", "1", "--json", str(path)]  # fmt: skip
+            proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+            if proc.returncode != 0:
+                raise RuntimeError(proc.stderr[-2000:])
+            return {
+                "table": proc.stdout.strip().splitlines()[-6:],
+                "result": json.loads(path.read_text()),
+            }
+
+    for size in sizes:
+
+        @step(report, f"batch_bench/{size}")
+        def _(size=size):
+            path = out / f"batch-bench-{size}.json"
+            cmd = [sys.executable, "-m", "ownvoice", "bench", "--model", str(ckpt[f"{size}-CustomVoice"]),
+                   "--device", device, "--dtype", "bfloat16", "--batch", "1,2" if args.tiny else "1,4,16",
+                   "--frames", "16" if args.tiny else "200", "--probes", "2" if args.tiny else "5",
+                   "--json", str(path)]  # fmt: skip
             proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
             if proc.returncode != 0:
                 raise RuntimeError(proc.stderr[-2000:])

@@ -51,6 +51,8 @@ class Engine:
         self.model_type = loaded.cfg.model_type
         self.device = str(loaded.device)
         self.dtype = str(loaded.dtype).removeprefix("torch.")
+        self.sample_rate = loaded.codec.sample_rate  # of the audio it makes (24 kHz)
+        self.num_codebooks = loaded.cfg.talker.num_code_groups  # codes per frame (16)
 
     @classmethod
     def load(cls, path_or_id: str, config: EngineConfig | None = None, **overrides) -> Engine:
@@ -148,8 +150,9 @@ class Engine:
             voice = self.supported_speakers[0]
         elif self.model_type == "base":
             # a second of low noise stands in for a reference clip
-            noise = np.random.default_rng(0).normal(0, 0.05, 24000).astype(np.float32)
-            voice = self.make_voice((noise, 24000), x_vector_only=True)
+            rate = self.sample_rate
+            noise = np.random.default_rng(0).normal(0, 0.05, rate).astype(np.float32)
+            voice = self.make_voice((noise, rate), x_vector_only=True)
         opts = SynthesisOptions(sampling=SamplingOptions.greedy(), max_frames=4, seed=0)
         self.synthesize("Hello.", voice=voice, options=opts)
         return time.perf_counter() - t0
@@ -185,7 +188,8 @@ class Engine:
                 f"{MIN_REFERENCE_SECONDS} s is needed (3-10 s of clear speech works best)",
                 param="ref_audio",
             )
-        wav24 = resample(wav, sr, 24000) if sr != 24000 else wav
+        rate = self.model_config.speaker_encoder.sample_rate  # what the speaker encoder hears
+        wav24 = resample(wav, sr, rate) if sr != rate else wav
         x = torch.from_numpy(np.ascontiguousarray(wav24)).to(self._m.device)
         embedding = self._m.model.speaker_encoder.embed(x)  # mel in float32, as upstream
         codes = None
@@ -227,6 +231,8 @@ class Engine:
             first_chunk_frames=options.first_chunk_frames,
             chunk_frames=options.chunk_frames,
             tag=tag,
+            codebooks=self.num_codebooks,
+            sample_rate=self.sample_rate,
         )
 
     @property
@@ -354,6 +360,7 @@ class Engine:
         chunks = list(self.stream(text, voice, instruct, options, should_stop))
         return Synthesis(
             audio=np.concatenate([c.samples for c in chunks]).astype(np.float32, copy=False),
-            codes=np.concatenate([c.codes for c in chunks]).reshape(-1, 16),
+            sample_rate=self.sample_rate,
+            codes=np.concatenate([c.codes for c in chunks]).reshape(-1, self.num_codebooks),
             stop_reason=chunks[-1].stop_reason,
         )

@@ -40,6 +40,8 @@ class Sequence:
     # frames by which the second chunk is shorter, so that rows which joined together decode
     # their chunks at different steps instead of all at once (set by Engine.join)
     stagger: int = 0
+    codebooks: int = 16  # codes per frame (the model's num_code_groups)
+    sample_rate: int = 24000  # of the decoded audio
     # progress, kept by the frame loop
     frames: int = 0  # frames generated
     position: int = 0  # talker position of the next input
@@ -103,7 +105,7 @@ class Sequence:
             samples = self.decoder(codes)
             codes_np = codes.cpu().numpy()
         else:
-            samples, codes_np = np.zeros(0, np.float32), np.zeros((0, 16), np.int64)
+            samples, codes_np = np.zeros(0, np.float32), np.zeros((0, self.codebooks), np.int64)
         chunk = AudioChunk(
             samples=samples,
             codes=codes_np,
@@ -111,6 +113,7 @@ class Sequence:
             start_frame=self._start_frame,
             is_last=self.done,
             stop_reason=self.stop_reason,
+            sample_rate=self.sample_rate,
         )
         self._chunks += 1
         self._start_frame += codes_np.shape[0]

@@ -47,7 +47,7 @@ class RequestRecord:
         self.plan: SpeechPlan | None = None
         self.job: Generation | None = None
         self.frames = 0
-        self.samples = 0
+        self.seconds = 0.0  # audio made
         self.t_first: float | None = None
         self.t_last: float | None = None
         self.stop: str | None = None
@@ -60,7 +60,7 @@ class RequestRecord:
             self.t_first = now
         self.t_last = now
         self.frames += chunk.num_frames
-        self.samples += len(chunk.samples)
+        self.seconds += len(chunk.samples) / chunk.sample_rate
         if chunk.is_last and chunk.stop_reason:
             self.stop = chunk.stop_reason
 
@@ -72,7 +72,7 @@ class RequestRecord:
         plan = self.plan
         fmt = plan.response_format if plan else ""
         stream = plan.stream_format if plan else ""
-        audio_s = self.samples / 24000
+        audio_s = self.seconds
         fields = [f"{self.endpoint} {status}"]
         if plan is not None:
             fields += [

@@ -82,13 +82,16 @@ def pack_talker(talker: Talker, mode: str, kernels) -> int:
     """Replace the decode-loop linears by PackedLinear; returns how many were packed."""
     if mode not in MODES:
         raise ValueError(f"pack mode must be one of {MODES}, got {mode!r}")
-    roots = [talker.model.layers, talker.code_predictor]
-    count = 0
-    for root in roots:
-        for parent in list(root.modules()):
-            for name, child in list(parent.named_children()):
-                if isinstance(child, nn.Linear):
-                    setattr(parent, name, PackedLinear(child, mode, kernels))
-                    count += 1
+    # (parent, name) pairs only: holding the old linears themselves would keep every original
+    # weight alive until the end, next to its packed copy (twice the model at the peak)
+    slots = [
+        (parent, name)
+        for root in (talker.model.layers, talker.code_predictor)
+        for parent in root.modules()
+        for name, child in parent.named_children()
+        if isinstance(child, nn.Linear)
+    ]
+    for parent, name in slots:
+        setattr(parent, name, PackedLinear(getattr(parent, name), mode, kernels))
     talker.codec_head = PackedLinear(talker.codec_head, mode, kernels)
-    return count + 1
+    return len(slots) + 1
