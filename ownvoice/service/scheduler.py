@@ -190,20 +190,26 @@ class Scheduler:
         except BaseException as e:  # a failed step fails every row in it, never the thread
             self._fail_all(engine, e)
             return
-        # When a request waits for a free row, the rows that already play leave their audio
-        # for the next step (once, never twice in a row): the newcomer joins sooner.
-        defer = not self._deferred and self._arrivals(engine)
-        self._deferred = defer
-        self._send(engine, chunks, first_only=defer)
+        allow_defer = not self._deferred
+        self._deferred = False
+        self._send(engine, chunks, allow_defer=allow_defer)
 
-    def _send(self, engine, chunks, first_only: bool) -> None:
+    def _send(self, engine, chunks, first_only: bool = False, allow_defer: bool = False) -> None:
         """Hand chunks to their generations as they are decoded (newcomers' first chunks come
-        first); with `first_only`, stop when only playing rows' chunks are left (they stay
-        pending in the engine). A finished piece then makes way for its generation's next."""
+        first). With `first_only`, stop when only playing rows' chunks are left (they stay
+        pending in the engine). With `allow_defer`, do so as soon as a request arrives that
+        could join: the rows that already play get the rest of their audio after the next
+        step (never twice in a row), and the newcomer's first audio does not wait for it.
+        A finished piece then makes way for its generation's next."""
         ended: list[Generation] = []
         try:
             chunks = iter(chunks)
-            while not first_only or engine.first_chunks_due:
+            while True:
+                if not engine.first_chunks_due and (
+                    first_only or (allow_defer and self._arrivals(engine))
+                ):
+                    self._deferred = not first_only
+                    break
                 item = next(chunks, None)
                 if item is None:
                     break
