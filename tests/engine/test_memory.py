@@ -24,21 +24,19 @@ def test_long_generation_does_not_grow(tmp_path):
     folder = write_random_checkpoint(tmp_path / "cv", "0.6B-CustomVoice", tiny=True, no_eos=True)
     engine = Engine.load(str(folder), device="cpu")
     options = SynthesisOptions(max_frames=6000, seed=1, first_chunk_frames=50, chunk_frames=50)
-    frames, samples = 0, []
-    for chunk in engine.stream("A long, long story.", voice="ryan", options=options):
-        frames += chunk.num_frames
-        if frames == 200:
-            start = rss()
-        if frames > 200:
-            samples.append(rss())
-    assert frames == 6000, frames  # --no-eos: the cap decides
+    # The first run grows the allocator's heap once (the KV cache doubles as a sequence needs
+    # more positions); the second run, measured, must reuse that memory: anything kept per
+    # frame (an audio buffer would be 6000 * 1920 * 4 bytes = 44 MiB) shows as growth.
+    for _run in range(2):
+        frames, samples = 0, []
+        for chunk in engine.stream("A long, long story.", voice="ryan", options=options):
+            frames += chunk.num_frames
+            if frames == 200:
+                start = rss()
+            if frames > 200:
+                samples.append(rss())
+        assert frames == 6000, frames  # --no-eos: the cap decides
     growth = max(samples) - start
-    t = engine.model_config.talker.transformer
-    per_position = 2 * t.num_layers * t.num_kv_heads * t.head_dim * 4  # keys and values, float32
-    # 8192 positions at the end; the smaller caches before it may stay in the allocator's heap
-    cache = 3 * 8192 * per_position
-    # an audio buffer kept by mistake would be 6000 * 1920 * 4 bytes = 44 MiB
-    assert growth < 6 * 2**20 + cache, (
-        f"RSS grew {growth / 2**20:.1f} MiB over 5800 frames (8 minutes of audio); the KV "
-        f"cache accounts for {cache / 2**20:.1f} MiB of it at most"
+    assert growth < 6 * 2**20, (
+        f"RSS grew {growth / 2**20:.1f} MiB over 5800 frames (8 minutes of audio)"
     )
