@@ -59,6 +59,9 @@ def create_app(
     async def lifespan(app: FastAPI):
         _warn_about_exposure(settings, app)
         _log_host_policy(settings, hosts)
+        for note in settings.compat_notes():
+            log.info("config: %s", note)
+        log.info("%s", await asyncio.to_thread(_gpu_line, settings.device))
         if doctor:
             await asyncio.to_thread(_check_environment, settings, app)
         loading = asyncio.create_task(_load(app))
@@ -105,6 +108,10 @@ async def _load(app: FastAPI) -> None:
     settings, pool = app.state.settings, app.state.pool
     try:
         await pool.start()
+        host = settings.server.host
+        host = f"[{host}]" if ":" in host else host
+        # the line people coming from the Qwen3-TTS OpenAI server wait for (and grep)
+        log.info("ready on http://%s:%d", host, settings.server.port)
         if settings.require_gpu and not settings.lazy_load:
             on_cpu = [
                 n for n, w in pool.workers.items() if not str(w.engine.device).startswith("cuda")
@@ -119,6 +126,27 @@ async def _load(app: FastAPI) -> None:
         app.state.warnings.append(f"start-up failed: {e}")
         if app.state.on_fatal is not None:
             app.state.on_fatal(e)
+
+
+def _gpu_line(device: str) -> str:
+    """`GPU: <name> (<memory>, <CUDA|ROCm> <version>)`, or why none is used: the start-up line
+    that tells at a glance whether speech will be fast."""
+    try:
+        import torch
+    except ImportError:
+        return "GPU: none (torch is not installed)"
+    if device == "cpu":
+        return "GPU: not used (device: cpu)"
+    if not torch.cuda.is_available():
+        gpu_build = torch.version.cuda or torch.version.hip
+        why = "no usable GPU found by torch" if gpu_build else "a CPU-only build of torch"
+        return f"GPU: none, running on the CPU ({why}; see `ownvoice doctor`)"
+    index = (
+        torch.device(device).index if device.startswith("cuda:") else torch.cuda.current_device()
+    )
+    props = torch.cuda.get_device_properties(index)
+    stack = f"ROCm {torch.version.hip}" if torch.version.hip else f"CUDA {torch.version.cuda}"
+    return f"GPU: {props.name} ({props.total_memory / 2**30:.1f} GB, {stack})"
 
 
 def _check_environment(settings: ServerSettings, app: FastAPI) -> None:

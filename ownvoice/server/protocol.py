@@ -151,6 +151,18 @@ class VoiceListResponse(BaseModel):
     languages: list[str] = []
 
 
+class CloneCapabilities(BaseModel):
+    """GET /v1/audio/voice-clone/capabilities, the Qwen3-TTS OpenAI server's shape plus the
+    model's name and the number of library voices."""
+
+    supported: bool
+    model_type: str | None
+    model: str | None
+    icl_mode_available: bool
+    x_vector_mode_available: bool
+    voices: int
+
+
 class VoiceResource(BaseModel):
     """What POST /v1/audio/voices returns (OpenAI's VoiceResource plus the profile's fields)."""
 

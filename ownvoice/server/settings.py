@@ -7,14 +7,21 @@ Environment variables use the prefix OWNVOICE_ and `__` between nesting levels. 
 config.example.yaml at the repository root for every key with a comment. Knows nothing about
 engines or HTTP; `engine_config()` and `chunk_frames` translate the optimization block into the
 engine's vocabulary.
+
+The config of the Qwen3-TTS OpenAI server (groxaxo's, and the forks its write-ups use) loads as
+it is: `hf_id` for `source`, `type: customvoice | voicedesign | base`, `default_model`, and its
+optimization keys, each mapped onto ours or accepted with a note (`compat_notes()`) saying it
+has no effect here and why. Keys neither server knows are errors with a "did you mean".
 """
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import os
+import typing
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import (
@@ -91,9 +98,36 @@ def _is_ip(text: str) -> bool:
     return True
 
 
+# the Qwen3-TTS OpenAI server's spellings of the model types, and ours
+MODEL_TYPE_SPELLINGS = {
+    "customvoice": "custom_voice",
+    "voicedesign": "voice_design",
+    "base": "base",
+}
+
+
 class ModelEntry(_Block):
-    source: str  # hub id or local checkpoint folder
+    source: str  # hub id or local checkpoint folder (`hf_id` in the Qwen3-TTS OpenAI server)
     type: ModelType | None = None  # None: read from the checkpoint's config.json
+
+    @model_validator(mode="before")
+    @classmethod
+    def hf_id_is_source(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "hf_id" in data:
+            data = dict(data)
+            hf_id = data.pop("hf_id")
+            if data.setdefault("source", hf_id) != hf_id:
+                raise ValueError("give `source` or `hf_id` (the same thing), not both")
+        return data
+
+    @field_validator("type", mode="before")
+    @classmethod
+    def either_spelling(cls, value: Any) -> Any:
+        # customvoice, custom_voice, CustomVoice, custom-voice: all the same type
+        if isinstance(value, str):
+            key = value.lower().replace("_", "").replace("-", "").replace(" ", "")
+            return MODEL_TYPE_SPELLINGS.get(key, value)
+        return value
 
 
 class Roles(_Block):
@@ -113,12 +147,17 @@ class StreamingBlock(_Block):
 
 
 class OptimizationBlock(_Block):
-    attention: Literal["sdpa", "eager"] = "sdpa"
+    # flash_attention_2 (the Qwen3-TTS OpenAI server's default) runs as sdpa: see compat_notes
+    attention: Literal["sdpa", "eager", "flash_attention_2"] = "sdpa"
     use_compile: bool = False
     use_cuda_graphs: bool = True
     quantize: Literal["int8"] | None = None  # weight-only int8 on the CPU fast path
     num_threads: int | None = Field(None, ge=1)  # CPU threads; None = torch's default
     streaming: StreamingBlock = StreamingBlock()
+    # accepted from the Qwen3-TTS OpenAI server's config; no effect here (see compat_notes)
+    compile_mode: str | None = None
+    use_fast_codebook: bool | None = None
+    compile_codebook_predictor: bool | None = None
 
 
 class LimitsBlock(_Block):
@@ -155,6 +194,10 @@ class ServerSettings(BaseSettings):
     log_text: bool = False  # put the input text in the request log line
     # OpenAI voice name -> preset speaker, merged over the built-in map (see service/voices.py)
     voice_aliases: dict[str, str] = {}
+    # from the Qwen3-TTS OpenAI server's config: the model for requests that are not clones
+    # (becomes roles.presets or roles.design), and its voice list (ours comes from the models)
+    default_model: str | None = None
+    voices: list[Any] | None = None
 
     @classmethod
     def settings_customise_sources(
@@ -180,7 +223,60 @@ class ServerSettings(BaseSettings):
                     f"roles.{role} names model {name!r}, which is not in models "
                     f"(configured: {', '.join(self.models)})"
                 )
+        if self.default_model is not None and self.default_model not in self.models:
+            raise ValueError(
+                f"default_model names {self.default_model!r}, which is not in models "
+                f"(configured: {', '.join(self.models)})"
+            )
         return self
+
+    def explicit_roles(self) -> dict[str, str]:
+        """The roles block, plus default_model as the role its type serves (if that is unset)."""
+        roles = self.roles.explicit()
+        if self.default_model is not None:
+            kind = model_type_hint(self.models[self.default_model])
+            role = next((r for r, t in ROLE_TYPES.items() if t == kind), None)
+            if role is not None and role != "clone":
+                roles.setdefault(role, self.default_model)
+        return roles
+
+    def compat_notes(self) -> list[str]:
+        """One line per key from the Qwen3-TTS OpenAI server's config that means something else,
+        or nothing, here (logged at start)."""
+        opt, notes = self.optimization, []
+        if opt.attention == "flash_attention_2":
+            notes.append(
+                "optimization.attention flash_attention_2 runs as sdpa: ownvoice does not use the "
+                "flash-attn package; PyTorch's sdpa picks a flash kernel on the GPU by itself"
+            )
+        window = opt.streaming.decode_window_frames
+        if window is not None:
+            notes.append(
+                f"optimization.streaming.decode_window_frames {window}: each chunk re-decodes the "
+                f"last {window} frames, as the Qwen3-TTS OpenAI server does; remove it for "
+                "ownvoice's exact incremental decoder (same audio as decoding it all at once, "
+                "less work per chunk)"
+            )
+        for key in ("compile_mode", "use_fast_codebook", "compile_codebook_predictor"):
+            if getattr(opt, key) is not None:
+                notes.append(
+                    f"optimization.{key} has no effect here: ownvoice's own decode loop is always "
+                    "the fast one (static KV cache, CUDA graphs with use_cuda_graphs)"
+                )
+        if self.voices is not None:
+            notes.append(
+                "voices: the list has no effect here; the voices are the models' own speakers, "
+                "the OpenAI names and the voice library (GET /v1/voices)"
+            )
+        if self.default_model is not None:
+            roles = self.explicit_roles()
+            served = [r for r, m in roles.items() if m == self.default_model]
+            notes.append(
+                f"default_model {self.default_model} serves the "
+                + (f"{served[0]} role" if served else "requests that name it")
+                + "; other voices go to the model of their kind (roles)"
+            )
+        return notes
 
     def service_config(self) -> ServiceConfig:
         """These settings in the serving core's terms (no pydantic past this point)."""
@@ -189,7 +285,7 @@ class ServerSettings(BaseSettings):
             models=tuple(
                 ModelSpec(name, entry.source, entry.type) for name, entry in self.models.items()
             ),
-            roles=self.roles.explicit(),
+            roles=self.explicit_roles(),
             engine=self.engine_config(),
             limits=Limits(
                 max_input_chars=lim.max_input_chars,
@@ -212,7 +308,7 @@ class ServerSettings(BaseSettings):
         return EngineConfig(
             device=self.device,
             dtype=self.dtype,
-            attention=opt.attention,
+            attention="sdpa" if opt.attention == "flash_attention_2" else opt.attention,
             use_compile=opt.use_compile,
             use_cuda_graphs=opt.use_cuda_graphs,
             decode_window_frames=opt.streaming.decode_window_frames,
@@ -253,11 +349,41 @@ def load_settings(path: str | os.PathLike | None = None, **overrides) -> ServerS
         return ServerSettings(**data)
     except ValidationError as e:
         where = f"config file {str(path)!r}" if path is not None else "settings"
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'settings'}: {err['msg']}"
-            for err in e.errors()
-        )
+        problems = "; ".join(_problem(err) for err in e.errors())
         raise InvalidInput(f"{where}: {problems}", param="config") from e
+
+
+def _problem(err: dict) -> str:
+    loc = tuple(err["loc"])
+    where = ".".join(str(p) for p in loc) or "settings"
+    if err["type"] == "missing" and loc[-1] == "source":
+        return f"{where}: required (or hf_id): a Hugging Face hub id or a checkpoint folder"
+    if err["type"] != "extra_forbidden":
+        return f"{where}: {err['msg']}"
+    known = _keys_at(loc[:-1])
+    guess = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+    hint = f"did you mean {'.'.join([*map(str, loc[:-1]), guess[0]])}?" if guess else ""
+    listed = f"known here: {', '.join(known)}" if known else ""
+    return f"{where}: unknown key; {hint or listed}".rstrip("; ")
+
+
+def _keys_at(path: tuple) -> list[str]:
+    """The keys the settings accept at `path` (e.g. ("models", "cv") -> source, type, hf_id)."""
+    block: Any = ServerSettings
+    for part in path:
+        if isinstance(block, type) and issubclass(block, BaseModel):
+            field = block.model_fields.get(str(part))
+            if field is None:
+                return []
+            block = field.annotation
+        elif typing.get_origin(block) is dict:
+            block = typing.get_args(block)[1]  # models.<name>: the entry
+        else:
+            return []
+    if not (isinstance(block, type) and issubclass(block, BaseModel)):
+        return []
+    keys = list(block.model_fields)
+    return [*keys, "hf_id"] if block is ModelEntry else keys
 
 
 def model_type_hint(entry: ModelEntry) -> str | None:
@@ -265,6 +391,8 @@ def model_type_hint(entry: ModelEntry) -> str | None:
     return _type_hint(entry.source, entry.type)
 
 
-def resolve_roles(settings: ServerSettings, types: dict[str, str | None]) -> dict[str, str]:
-    """role -> model name, from the roles block and the model types (see service/roles.py)."""
-    return _resolve_roles(settings.roles.explicit(), types)
+def resolve_roles(
+    settings: ServerSettings, types: dict[str, str | None], sizes: dict | None = None
+) -> dict[str, str]:
+    """role -> model name, from the roles block, the model types and sizes (service/roles.py)."""
+    return _resolve_roles(settings.explicit_roles(), types, sizes)

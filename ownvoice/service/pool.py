@@ -1,7 +1,7 @@
 """The configured models: one Scheduler each, the roles they serve, their start-up and health.
 
-Roles (presets, design, clone) come from the config, or from the only model of the right type;
-never from the order of entries. Models load and warm up at start (or on first use with
+Roles (presets, design, clone) come from the config, else from the only model of the right type,
+else from the largest of that type (roles.py); the log says which model serves what and why. Models load and warm up at start (or on first use with
 `lazy_load`); the log says `Model <name> ready on <device>` and names the GPU, and says loudly
 when the engine runs on the CPU although a GPU was asked for or expected.
 """
@@ -13,11 +13,16 @@ import logging
 
 from ownvoice.errors import InvalidInput, ModelLoadError
 from ownvoice.service.config import ServiceConfig
-from ownvoice.service.roles import ROLE_TYPES, model_type_hint, resolve_roles
+from ownvoice.service.roles import ROLE_TYPES, choose_roles, model_size_hint, model_type_hint
 from ownvoice.service.scheduler import Scheduler
 
 log = logging.getLogger("ownvoice.server")
 
+ROLE_VOICES = {
+    "presets": "preset voices",
+    "design": "designed voices",
+    "clone": "cloned voices (clone:<name>)",
+}
 ROLE_HELP = {
     "presets": "preset speakers need a CustomVoice model; set roles.presets",
     "design": "voice design needs a VoiceDesign model; set roles.design",
@@ -33,6 +38,7 @@ class EnginePool:
         self.warnings: list[str] = []
         engines = dict(engines or {})
         types: dict[str, str | None] = {}
+        self.sizes: dict[str, int | None] = {}
         limits = config.limits
 
         def scheduler(name, loader, engine):
@@ -55,12 +61,13 @@ class EnginePool:
             types[spec.name] = (
                 given.model_type if given is not None else model_type_hint(spec.source, spec.type)
             )
+            self.sizes[spec.name] = model_size_hint(spec.source) if given is None else None
         for name, given in engines.items():  # engines handed in without a config entry (tests)
             self.sources[name] = f"<{type(given).__name__}>"
             self.workers[name] = scheduler(name, None, given)
             types[name] = given.model_type
         self.types = types
-        self.roles = resolve_roles(config.roles, types)
+        self._choose_roles()
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -79,11 +86,14 @@ class EnginePool:
                 self._on_ready(name)
         if load_now:
             self.types = {n: w.engine.model_type for n, w in self.workers.items()}
-            self.roles = resolve_roles(self.config.roles, self.types)  # against real types
-            log.info(
-                "roles: %s",
-                ", ".join(f"{r}={m}" for r, m in self.roles.items()) or "none",
-            )
+            self._choose_roles()  # against the real types
+        log.info("roles: %s", ", ".join(f"{r}={m}" for r, m in self.roles.items()) or "none")
+        for role, choice in self._choices.items():
+            log.info("%s: model %s (%s)", ROLE_VOICES[role], choice.model, choice.why)
+
+    def _choose_roles(self) -> None:
+        self._choices = choose_roles(self.config.roles, self.types, self.sizes)
+        self.roles = {role: c.model for role, c in self._choices.items()}
 
     def close(self) -> None:
         for w in self.workers.values():

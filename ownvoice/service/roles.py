@@ -1,10 +1,17 @@
 """Which model serves which kind of voice: presets (CustomVoice), design (VoiceDesign), clone
-(Base). Decided by the config, else by the only model of the right type; never by the order of
-entries."""
+(Base). Decided by the config (`roles:`), else by the only model of the right type, else by the
+largest of them (then the first listed), and the start-up log says which and why.
+
+The Qwen3-TTS OpenAI server gives `clone:` voices to the first `type: base` entry in file order,
+a trap its users warn each other about (a 0.6B listed first silently serves every clone); taking
+the largest does what someone who lists two sizes most likely means.
+"""
 
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from ownvoice.errors import InvalidInput
@@ -40,13 +47,66 @@ def model_type_hint(source: str, declared: str | None = None) -> str | None:
     return None
 
 
-def resolve_roles(explicit: dict[str, str], types: dict[str, str | None]) -> dict[str, str]:
-    """role -> model name. Explicit roles win; an unset role takes the only model of its type.
+def model_size_hint(source: str) -> int | None:
+    """Parameters of a checkpoint, to choose between two of one type; None = unknown.
 
-    `types` maps model name -> type (None while unknown). Two models of one type and no
-    explicit role is an error that asks for the role.
+    Counted from the safetensors headers of a local folder (or of a hub id already in the
+    Hugging Face cache), else read from the hub id's name ("...-1.7B-Base" -> 1.7e9).
     """
-    roles: dict[str, str] = {}
+    folder = Path(source)
+    files = sorted(folder.glob("*.safetensors")) if folder.is_dir() else _cached_weights(source)
+    if files:
+        try:
+            return sum(_parameters(f) for f in files)
+        except (OSError, ValueError):
+            pass
+    found = re.search(r"(\d+(?:\.\d+)?)B\b", source.rsplit("/", 1)[-1])
+    return round(float(found.group(1)) * 1e9) if found else None
+
+
+def _parameters(path: Path) -> int:
+    # the header says every tensor's shape; nothing else is read
+    from safetensors import safe_open
+
+    with safe_open(str(path), "pt") as f:
+        total = 0
+        for key in f.keys():
+            n = 1
+            for d in f.get_slice(key).get_shape():
+                n *= d
+            total += n
+        return total
+
+
+def _cached_weights(source: str) -> list[Path]:
+    if source.count("/") != 1:
+        return []
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return []
+    found = try_to_load_from_cache(source, "model.safetensors")
+    return [Path(found)] if isinstance(found, str) else []
+
+
+@dataclass(frozen=True)
+class RoleChoice:
+    model: str
+    why: str  # for the start-up log
+
+
+def choose_roles(
+    explicit: dict[str, str],
+    types: dict[str, str | None],
+    sizes: dict[str, int | None] | None = None,
+) -> dict[str, RoleChoice]:
+    """role -> the model that serves it, and why. Explicit roles win; an unset role takes the
+    only model of its type, else the largest (by `sizes`, parameters), else the first listed.
+
+    `types` maps model name -> type (None while unknown), in config order.
+    """
+    sizes = sizes or {}
+    roles: dict[str, RoleChoice] = {}
     for role, kind in ROLE_TYPES.items():
         name = explicit.get(role)
         if name is not None:
@@ -56,15 +116,30 @@ def resolve_roles(explicit: dict[str, str], types: dict[str, str | None]) -> dic
                     f"the {role} role needs a {kind} model",
                     param="roles",
                 )
-            roles[role] = name
+            roles[role] = RoleChoice(name, f"roles.{role}")
             continue
         candidates = [m for m, t in types.items() if t == kind]
         if len(candidates) == 1:
-            roles[role] = candidates[0]
-        elif len(candidates) > 1:
-            raise InvalidInput(
-                f"models {', '.join(candidates)} are all {kind} models; set roles.{role} to the "
-                "one that should serve it",
-                param="roles",
+            roles[role] = RoleChoice(candidates[0], f"the only {kind} model")
+        elif candidates:
+            # max() keeps the first of equals, so equal or unknown sizes go by file order
+            best = max(candidates, key=lambda m: sizes.get(m) or 0)
+            size = sizes.get(best)
+            others = ", ".join(m for m in candidates if m != best)
+            why = (
+                f"the largest {kind} model ({size / 1e9:.2f}B parameters; also: {others})"
+                if size and any((sizes.get(m) or 0) < size for m in candidates)
+                else f"the first listed of the {kind} models, whose sizes are equal or unknown "
+                f"(also: {others})"
             )
+            roles[role] = RoleChoice(best, f"{why}; set roles.{role} to choose")
     return roles
+
+
+def resolve_roles(
+    explicit: dict[str, str],
+    types: dict[str, str | None],
+    sizes: dict[str, int | None] | None = None,
+) -> dict[str, str]:
+    """role -> model name (see choose_roles)."""
+    return {role: c.model for role, c in choose_roles(explicit, types, sizes).items()}

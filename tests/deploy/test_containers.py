@@ -82,7 +82,8 @@ def test_config_is_mounted_read_only_and_data_in_volumes(platform):
     assert len(config) == 1, service["volumes"]
     assert config[0]["type"] == "bind" and config[0]["read_only"] is True
     assert (DOCKER / _default(config[0]["source"])).is_file(), config[0]["source"]
-    assert service["command"] == ["serve", "--config", "/config/config.yaml"]
+    # any mounted config listens where the port mapping reaches (a migrated one has no host)
+    assert service["command"] == ["serve", "--config", "/config/config.yaml", "--host", "0.0.0.0"]
     targets = {v.split(":")[1] for v in service["volumes"] if isinstance(v, str)}
     assert {"/cache", "/data/voices", "/data/output"} <= targets
     top = yaml.safe_load(COMPOSE[platform].read_text())["volumes"]
@@ -157,7 +158,8 @@ def test_dockerfile_basics(platform):
     assert users and users[-1].split(":")[0] not in ("root", "0"), users
     assert re.search(r"^HEALTHCHECK .*--start-period=120s", text, re.M)
     assert "/ready" in text
-    assert re.search(r'^CMD \["serve", "--config", "/config/config.yaml"\]$', text, re.M)
+    cmd = r'^CMD \["serve", "--config", "/config/config.yaml", "--host", "0.0.0.0"\]$'
+    assert re.search(cmd, text, re.M)
     assert "-c /tmp/keep-torch.txt" in text, "the installed torch must be kept"
     torch_source = {
         "cuda": "download.pytorch.org/whl/cu",

@@ -102,15 +102,15 @@ def test_host_and_origin_lists_are_checked(tmp_path, monkeypatch):
     assert load_settings(None).server.allowed_hosts == ["tts.lan", "*.example.org", "fe80::1"]
 
 
-def test_roles_are_explicit_never_by_order():
+def test_roles_are_explicit_then_the_only_then_the_largest_model():
     s = ServerSettings(
         models={"first": {"source": "x"}, "second": {"source": "y"}}, roles={"presets": "second"}
     )
     types = {"first": "custom_voice", "second": "custom_voice"}
     assert resolve_roles(s, types)["presets"] == "second"
     unset = ServerSettings(models={"first": {"source": "x"}, "second": {"source": "y"}})
-    with pytest.raises(InvalidInput, match="set roles.presets"):
-        resolve_roles(unset, types)
+    assert resolve_roles(unset, types)["presets"] == "first"  # sizes unknown: file order
+    assert resolve_roles(unset, types, {"second": 2})["presets"] == "second"
     wrong = ServerSettings(models={"a": {"source": "x"}}, roles={"clone": "a"})
     with pytest.raises(InvalidInput, match="needs a base model"):
         resolve_roles(wrong, {"a": "custom_voice"})

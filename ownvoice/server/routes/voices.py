@@ -1,4 +1,7 @@
-"""The voice list (open, for Open WebUI) and the library: upload and delete cloned voices."""
+"""The voice list (open, for Open WebUI) and the library: upload and delete cloned voices.
+
+GET /v1/voices and GET /v1/audio/voice-clone/capabilities answer as in the Qwen3-TTS OpenAI
+server, whose users' scripts and write-ups call them."""
 
 from __future__ import annotations
 
@@ -12,7 +15,12 @@ from starlette.datastructures import UploadFile
 
 from ownvoice.errors import AudioError, InvalidInput
 from ownvoice.server.auth import require_api_key
-from ownvoice.server.protocol import ERROR_RESPONSES, VoiceListResponse, VoiceResource
+from ownvoice.server.protocol import (
+    ERROR_RESPONSES,
+    CloneCapabilities,
+    VoiceListResponse,
+    VoiceResource,
+)
 
 log = logging.getLogger("ownvoice.server")
 public = APIRouter(responses=ERROR_RESPONSES)
@@ -22,6 +30,7 @@ _NO = ("", "0", "false", "no", "off", "none", "null")
 
 
 @public.get("/v1/audio/voices", response_model=VoiceListResponse)
+@public.get("/v1/voices", response_model=VoiceListResponse)
 async def list_voices(request: Request) -> dict:
     state = request.app.state
     voices = await asyncio.to_thread(state.voicemap.list)
@@ -30,6 +39,21 @@ async def list_voices(request: Request) -> dict:
         if w.engine is not None:
             languages.update(w.engine.supported_languages)
     return {"voices": voices, "languages": sorted(languages)}
+
+
+@router.get("/v1/audio/voice-clone/capabilities", response_model=CloneCapabilities)
+async def clone_capabilities(request: Request) -> dict:
+    """Whether `clone:` voices and POST /v1/audio/voice-clone work here, and on which model."""
+    pool = request.app.state.pool
+    model = pool.roles.get("clone")
+    return {
+        "supported": model is not None,
+        "model_type": pool.types.get(model) if model else None,
+        "model": model,
+        "icl_mode_available": model is not None,  # reference clip + its transcript
+        "x_vector_mode_available": model is not None,  # the clip's timbre alone
+        "voices": len(await asyncio.to_thread(request.app.state.library.profiles)) if model else 0,
+    }
 
 
 @router.post("/v1/audio/voices", response_model=VoiceResource)
