@@ -11,12 +11,16 @@
 Formats (what clients expect from OpenAI): mp3; opus in an Ogg container; aac as ADTS; flac;
 wav with a streaming header (sizes 0xFFFFFFFF, because the length is unknown when the header
 leaves); pcm = raw signed 16-bit little-endian mono at 24 kHz. mp3/opus/aac/flac go through PyAV
-(its wheel bundles FFmpeg with lame and libopus), writing to a sink that never seeks, so bytes
-come out while audio is still being generated. Knows nothing about models, HTTP or voices.
+(its wheel bundles FFmpeg with lame and libopus). mp3/opus/aac write to a sink that never seeks,
+so bytes come out while audio is still being generated. FLAC is held until `close`: its header
+(STREAMINFO) must carry the total sample count, which libsndfile (Python's soundfile and the
+tools built on it) needs to read the file, and the muxer can only write it by seeking back.
+Knows nothing about models, HTTP or voices.
 """
 
 from __future__ import annotations
 
+import io
 import struct
 
 import numpy as np
@@ -88,7 +92,8 @@ class AudioEncoder:
         import av  # heavy (bundled FFmpeg); only when a compressed format is asked for
 
         container_format, codec, bit_rate = _AV_FORMATS[self.format]
-        self._sink = _Sink()
+        # a seekable buffer lets the FLAC muxer fill in STREAMINFO's length when it closes
+        self._sink = io.BytesIO() if self.format == "flac" else _Sink()
         options = _OGG_OPTIONS if container_format == "ogg" else {}
         self._container = av.open(self._sink, mode="w", format=container_format, options=options)
         self._stream = self._container.add_stream(codec, rate=self.sample_rate, layout="mono")
@@ -104,7 +109,7 @@ class AudioEncoder:
         if self._container is None:
             return self._header() + to_pcm16(samples)
         if samples.size == 0:
-            return self._sink.take()
+            return self._take()
         # PyAV re-frames to the codec's frame size (1152 mp3, 1024 aac, 20 ms opus) internally
         if self.format == "flac":  # 16-bit, rounded as wav and pcm are
             frame = self._av.AudioFrame.from_ndarray(
@@ -115,7 +120,7 @@ class AudioEncoder:
         frame.sample_rate = self.sample_rate
         for packet in self._stream.encode(frame):
             self._container.mux(packet)
-        return self._sink.take()
+        return self._take()
 
     def close(self) -> bytes:
         """Flush the codec and the container; returns the last bytes."""
@@ -127,7 +132,12 @@ class AudioEncoder:
         for packet in self._stream.encode(None):
             self._container.mux(packet)
         self._container.close()
+        if isinstance(self._sink, io.BytesIO):
+            return self._sink.getvalue()
         return self._sink.take()
+
+    def _take(self) -> bytes:
+        return b"" if isinstance(self._sink, io.BytesIO) else self._sink.take()
 
     def _header(self) -> bytes:
         if self.format != "wav" or self._header_sent:

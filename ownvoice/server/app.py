@@ -21,11 +21,15 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from ownvoice import __version__
+from ownvoice.designs import DesignLibrary
 from ownvoice.errors import ModelLoadError
 from ownvoice.server.auth import BodyLimit
 from ownvoice.server.drain import Drain, DrainGuard
 from ownvoice.server.errors import install_error_handlers
 from ownvoice.server.hosts import HostGuard, HostPolicy
+from ownvoice.server.paths import CollapseSlashes
+from ownvoice.server.refusals import RefusalLog
+from ownvoice.server.routes import designs as design_routes
 from ownvoice.server.routes import health, models, speech, voices
 from ownvoice.server.settings import ServerSettings, load_settings
 from ownvoice.server.streaming import SpeechResponder
@@ -50,7 +54,8 @@ def create_app(
     metrics = Metrics()
     pool = EnginePool(config, engines, metrics)
     library = VoiceLibrary(settings.voices_dir)
-    voicemap = VoiceMap(pool, library, settings.voice_aliases)
+    designs = DesignLibrary(settings.voices_dir, settings.designed_voices())
+    voicemap = VoiceMap(pool, library, settings.voice_aliases, designs)
     drain = Drain()
     hosts = HostPolicy.from_settings(settings.server)
     doctor = run_doctor if run_doctor is not None else engines is None
@@ -76,6 +81,7 @@ def create_app(
     app.state.metrics = metrics
     app.state.pool = pool
     app.state.library = library
+    app.state.designs = designs
     app.state.voicemap = voicemap
     app.state.drain = drain
     app.state.planner = SpeechPlanner(config, pool, voicemap, library)
@@ -83,7 +89,8 @@ def create_app(
     app.state.warnings = []
     app.state.on_fatal = None  # set by runner.run_server: stop serving when a model cannot load
     install_error_handlers(app)
-    # the last added runs first: Host/Origin checks, CORS, then the drain, then the body limit
+    # the last added runs first: refusal log, slashes, Host/Origin checks, CORS, the drain, then
+    # the body limit
     app.add_middleware(BodyLimit, max_bytes=int(settings.limits.max_upload_mb * 2**20))
     app.add_middleware(DrainGuard, drain=drain)
     if settings.server.allowed_origins:
@@ -97,7 +104,9 @@ def create_app(
             expose_headers=["Retry-After"],
         )
     app.add_middleware(HostGuard, policy=hosts)
-    for module in (speech, voices, models, health):
+    app.add_middleware(CollapseSlashes)
+    app.add_middleware(RefusalLog)  # outermost: it sees every refusal, the guards' included
+    for module in (speech, voices, design_routes, models, health):
         if hasattr(module, "public"):
             app.include_router(module.public)
         app.include_router(module.router)

@@ -23,7 +23,6 @@ only (scope state `foreign_host`). Knows nothing else about routes.
 from __future__ import annotations
 
 import ipaddress
-import logging
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -31,8 +30,6 @@ from starlette.datastructures import Headers
 
 from ownvoice.server.auth import drain_body
 from ownvoice.server.errors import InvalidHost, OriginNotAllowed, error_response
-
-log = logging.getLogger("ownvoice.server")
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 WILDCARD_BINDS = ("", "0.0.0.0", "::")
@@ -163,7 +160,6 @@ class HostGuard:
                 f"this server does not answer to the host {host!r}; add the name to "
                 "server.allowed_hosts to use it (protection against DNS rebinding)"
             )
-            log.warning("refused a request for host %r (server.allowed_hosts)", host)
         origin = headers.get("origin")
         if (
             exc is None
@@ -174,9 +170,6 @@ class HostGuard:
             exc = OriginNotAllowed(
                 f"requests from the web page origin {origin!r} may not change anything here; "
                 "add it to server.allowed_origins if that page should use this server"
-            )
-            log.warning(
-                "refused a %s from origin %r (server.allowed_origins)", scope["method"], origin
             )
         if exc is None:
             return await self.app(scope, receive, send)

@@ -151,6 +151,29 @@ class VoiceListResponse(BaseModel):
     languages: list[str] = []
 
 
+class DesignRequest(BaseModel):
+    """POST /v1/audio/designs: a VoiceDesign description saved as `design:<name>`."""
+
+    name: str = Field(min_length=1, max_length=64)
+    instructions: str = Field(min_length=1, max_length=4096)
+    language: str | None = None
+    seed: int | None = Field(None, ge=0, le=2**32 - 1)
+
+
+class DesignResource(BaseModel):
+    object: Literal["audio.design"] = "audio.design"
+    id: str  # design:<name>
+    name: str
+    instructions: str
+    language: str | None = None
+    seed: int | None = None
+    source: str  # config | api
+
+
+class DesignList(BaseModel):
+    designs: list[DesignResource]
+
+
 class CloneCapabilities(BaseModel):
     """GET /v1/audio/voice-clone/capabilities, the Qwen3-TTS OpenAI server's shape plus the
     model's name and the number of library voices."""

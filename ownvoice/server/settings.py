@@ -35,6 +35,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from ownvoice.designs import DesignedVoice, check_design
 from ownvoice.engine.options import EngineConfig
 from ownvoice.errors import InvalidInput
 from ownvoice.server.hosts import origin_key, split_authority
@@ -175,6 +176,14 @@ class LimitsBlock(_Block):
     send_timeout_s: float = Field(30, gt=0)  # a client that stops reading this long is dropped
 
 
+class DesignEntry(_Block):
+    """A designed voice, `design:<name>` (see ownvoice/designs.py)."""
+
+    instructions: str  # the voice, described
+    language: str | None = None
+    seed: int | None = None  # fixed: the same voice every time
+
+
 class ServerSettings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="OWNVOICE_", env_nested_delimiter="__", extra="forbid"
@@ -194,6 +203,9 @@ class ServerSettings(BaseSettings):
     log_text: bool = False  # put the input text in the request log line
     # OpenAI voice name -> preset speaker, merged over the built-in map (see service/voices.py)
     voice_aliases: dict[str, str] = {}
+    # designed voices by name: `design:<name>` for clients that cannot send instructions;
+    # a plain string is the description
+    designs: dict[str, DesignEntry | str] = {}
     # from the Qwen3-TTS OpenAI server's config: the model for requests that are not clones
     # (becomes roles.presets or roles.design), and its voice list (ours comes from the models)
     default_model: str | None = None
@@ -229,6 +241,24 @@ class ServerSettings(BaseSettings):
                 f"(configured: {', '.join(self.models)})"
             )
         return self
+
+    @field_validator("designs")
+    @classmethod
+    def check_designs(cls, designs: dict) -> dict:
+        for name, entry in designs.items():
+            text = entry if isinstance(entry, str) else entry.instructions
+            check_design(name, text)
+        return designs
+
+    def designed_voices(self) -> dict[str, DesignedVoice]:
+        out = {}
+        for name, entry in self.designs.items():
+            if isinstance(entry, str):
+                entry = DesignEntry(instructions=entry)
+            out[name] = DesignedVoice(
+                name, entry.instructions.strip(), entry.language, entry.seed, source="config"
+            )
+        return out
 
     def explicit_roles(self) -> dict[str, str]:
         """The roles block, plus default_model as the role its type serves (if that is unset)."""

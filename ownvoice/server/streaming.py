@@ -30,6 +30,7 @@ from ownvoice.server.errors import (
     error_response,
     is_out_of_memory,
 )
+from ownvoice.server.refusals import request_id
 from ownvoice.service.generation import Generation
 from ownvoice.service.planning import SpeechPlan, plan_pieces
 
@@ -39,8 +40,9 @@ log = logging.getLogger("ownvoice.server")
 class RequestRecord:
     """Collects what the per-request log line and the metrics report."""
 
-    def __init__(self, metrics, log_text: bool, endpoint: str):
+    def __init__(self, metrics, log_text: bool, endpoint: str, request_id: str = "-"):
         self.metrics = metrics
+        self.request_id = request_id
         self.log_text = log_text
         self.endpoint = endpoint
         self.t0 = time.monotonic()
@@ -48,6 +50,7 @@ class RequestRecord:
         self.job: Generation | None = None
         self.frames = 0
         self.seconds = 0.0  # audio made
+        self.delivered = 0.0  # audio sent: differs from the above by the speed change
         self.t_first: float | None = None
         self.t_last: float | None = None
         self.stop: str | None = None
@@ -72,19 +75,25 @@ class RequestRecord:
         plan = self.plan
         fmt = plan.response_format if plan else ""
         stream = plan.stream_format if plan else ""
-        audio_s = self.seconds
-        fields = [f"{self.endpoint} {status}"]
+        audio_s = self.delivered
+        self.metrics.requests.labels(status, fmt, stream).inc()
+        self.metrics.request_seconds.observe(now - self.t0)
+        self.metrics.audio_seconds.inc(audio_s)
+        if status.isdigit() and int(status) >= 400:
+            return  # refused before any audio: refusals.RefusalLog says why, in one line
+        fields = [f"{self.endpoint} {status} id={self.request_id}"]
         if plan is not None:
             fields += [
                 f"voice={plan.choice.label}",
                 f"model={plan.choice.worker.name}",
+                *([f"asked_model={plan.choice.asked_model}"] if plan.choice.asked_model else []),
                 f"chars={plan.chars}",
                 f"pieces={len(plan.pieces)}",
             ]
         fields.append(f"audio={audio_s:.2f}s")
         started = getattr(self.job, "t_started", None)
-        if audio_s > 0 and started is not None and self.t_last is not None:
-            rtf = (self.t_last - started) / audio_s
+        if self.seconds > 0 and started is not None and self.t_last is not None:
+            rtf = (self.t_last - started) / self.seconds  # generation speed, before any stretch
             fields.append(f"rtf={rtf:.2f}")
             self.metrics.rtf.observe(rtf)
         if self.t_first is not None:
@@ -102,9 +111,6 @@ class RequestRecord:
         if self.log_text and self.text is not None:
             fields.append(f"text={self.text[:500]!r}")
         log.info(" ".join(fields))
-        self.metrics.requests.labels(status, fmt, stream).inc()
-        self.metrics.request_seconds.observe(now - self.t0)
-        self.metrics.audio_seconds.inc(audio_s)
         if status == "cancelled":
             self.metrics.cancelled.inc()
 
@@ -157,7 +163,9 @@ class SpeechResponder:
 
     async def respond(self, make_plan, request: Request, endpoint: str, text: str) -> Response:
         """Plan (cheap), admit (429 when full), start the job, answer at the first chunk."""
-        record = RequestRecord(self.metrics, self.settings.log_text, endpoint)
+        record = RequestRecord(
+            self.metrics, self.settings.log_text, endpoint, request_id(request.scope)
+        )
         record.text = text
         try:
             plan = record.plan = make_plan()
@@ -231,6 +239,7 @@ class SpeechResponder:
             while chunk is not None:
                 record.chunk(chunk)
                 samples = stretch.process(chunk.samples) if stretch else chunk.samples
+                record.delivered += len(samples) / chunk.sample_rate
                 data = encoder.write(samples)
                 if data:
                     yield _sse_delta(data) if sse else data
@@ -244,7 +253,10 @@ class SpeechResponder:
                     {"type": "speech.audio.error", "error": json.loads(body.body)["error"]}
                 )
                 return
-            data = (encoder.write(stretch.flush()) if stretch else b"") + encoder.close()
+            tail = stretch.flush() if stretch else None
+            if tail is not None:
+                record.delivered += len(tail) / encoder.sample_rate
+            data = (encoder.write(tail) if tail is not None else b"") + encoder.close()
             if data:
                 yield _sse_delta(data) if sse else data
             status = "timeout" if job.stop_reason == "timeout" else "200"

@@ -124,11 +124,16 @@ class SpeechPlanner:
         choice = self.voicemap.choose(req.model, req.voice)
         style = req.instructions
         instruct = style.strip() if style and style.strip() else None
+        design = choice.design
+        if design is not None:  # design:<name>: the saved description, then the request's
+            instruct = design.instructions + (f" {instruct}" if instruct else "")
         ignored = []
         if choice.role == "design" and instruct is None:
             raise InvalidInput(
                 "voice design needs `instructions` describing the voice (e.g. 'a calm, low "
-                "female voice with a slight British accent')",
+                "female voice with a slight British accent'); a client that cannot send them "
+                "can use a designed voice saved by name, design:<name> (config `designs:` or "
+                "POST /v1/audio/designs)",
                 param="instructions",
             )
         engine = choice.worker.engine
@@ -142,7 +147,11 @@ class SpeechPlanner:
         if choice.profile is not None:
             x_vector_only = self._clone_mode(req.x_vector_only_mode, choice)
         default_language = choice.profile.language if choice.profile is not None else None
+        if design is not None:
+            default_language = design.language
         options = self._options(req, default_language, engine)
+        if design is not None and req.seed is None and design.seed is not None:
+            options = options.with_(seed=design.seed)  # a fixed seed: the same voice each time
         return SpeechPlan(
             choice=choice,
             pieces=split_input(text, self.config.limits.max_chunk_chars, options.language),

@@ -10,15 +10,24 @@ changed in the config (`voice_aliases`).
     sage -> ono_anna    shimmer -> serena  verse -> ryan      marin -> vivian   cedar -> aiden
 
 Voices: an OpenAI name or a preset speaker (presets model), `clone:<name>` or a library
-profile's id (clone model), `design` (VoiceDesign model, described by `instructions`).
-Knows nothing about HTTP or audio.
+profile's id (clone model), `design` (VoiceDesign model, described by `instructions`) and
+`design:<name>` (a saved description, designs.py). Every name `list()` gives is accepted, its
+display name too ("Uncle Fu", "alloy (Vivian)", "Alice (clone)"), ignoring case and spaces.
+
+The voice decides the model: a request whose `model` cannot speak its voice (Open WebUI offers
+every listed model beside every listed voice) is served by the model of the voice's role, and
+the choice records the model asked for so that the request's log line says so. `model` chooses
+only between models that can speak the voice. Knows nothing about HTTP or audio.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
+from ownvoice.designs import DesignedVoice, DesignLibrary
 from ownvoice.errors import InvalidInput, ModelNotFound, VoiceNotFound
+from ownvoice.service.roles import ROLE_TYPES
 from ownvoice.voices import VoiceLibrary, VoiceProfile
 
 OPENAI_VOICES = {
@@ -63,12 +72,21 @@ class VoiceChoice:
     label: str  # for logs: the voice as asked
     speaker: str | None = None  # presets: the engine's speaker name
     profile: VoiceProfile | None = None  # clone: the library profile
+    design: DesignedVoice | None = None  # design:<name>: the saved description
+    asked_model: str | None = None  # the request's model, when another one serves the voice
 
 
 class VoiceMap:
-    def __init__(self, pool, library: VoiceLibrary, aliases: dict[str, str] | None = None):
+    def __init__(
+        self,
+        pool,
+        library: VoiceLibrary,
+        aliases: dict[str, str] | None = None,
+        designs: DesignLibrary | None = None,
+    ):
         self.pool = pool
         self.library = library
+        self.designs = designs
         self.aliases = {
             **OPENAI_VOICES,
             **{k.lower(): v.lower() for k, v in (aliases or {}).items()},
@@ -78,28 +96,66 @@ class VoiceMap:
         """Resolve a request's model and voice.
 
         Raises ModelNotFound (404), UnknownVoice or InvalidInput (400)."""
-        worker = self._model_worker(model)
-        role = self.pool.role_of(worker) if worker is not None else None
-        name = voice.strip()
+        named = self._model_worker(model)
+        try:
+            choice = self._by_voice(voice.strip(), named)
+        except UnknownVoice:
+            listed = self._listed_id(voice)  # a display name from list()
+            if listed is None:
+                if named is not None and self._role_of_type(named) == "design":
+                    # a VoiceDesign model asked for by name, with a voice it has no use for
+                    return VoiceChoice(named, "design", "design")
+                raise
+            choice = self._by_voice(listed, named)
+        if named is not None and choice.worker is not named:
+            choice = VoiceChoice(**{**choice.__dict__, "asked_model": named.name})
+        return choice
+
+    def _by_voice(self, name: str, named) -> VoiceChoice:
         low = name.lower()
-        if role == "design" or (worker is None and low == "design"):
-            return VoiceChoice(worker or self.pool.for_role("design"), "design", "design")
-        if role == "clone" or low.startswith("clone:"):
-            worker = worker or self.pool.for_role("clone")
+        if low == "design":
+            return VoiceChoice(self._serving("design", named), "design", "design")
+        if low.startswith("design:"):
+            worker = self._serving("design", named)
+            return VoiceChoice(worker, "design", name, design=self._design(name))
+        if low.startswith("clone:"):
+            worker = self._serving("clone", named)
             return VoiceChoice(worker, "clone", name, profile=self._profile(name))
-        presets = worker or self._role_worker("presets")
+        presets = self._able(named, "presets") or self._role_worker("presets")
         if presets is not None:
             speaker = self.speaker_for(presets, low)
             if speaker is not None:
                 return VoiceChoice(presets, "presets", name, speaker=speaker)
-        if worker is None and "clone" in self.pool.roles:  # a library voice named without clone:
+        if "clone" in self.pool.roles:  # a library voice named without clone:
             try:
-                return VoiceChoice(
-                    self.pool.for_role("clone"), "clone", name, profile=self.library.get(name)
-                )
+                profile = self.library.get(name)
             except VoiceNotFound:
                 pass
-        raise UnknownVoice(f"voice {voice!r} is not available; {self._available()}", param="voice")
+            else:
+                return VoiceChoice(self._serving("clone", named), "clone", name, profile=profile)
+        raise UnknownVoice(f"voice {name!r} is not available; {self._available()}", param="voice")
+
+    def _serving(self, role: str, named):
+        """The named model when it can speak voices of `role`, else the role's model."""
+        return self._able(named, role) or self.pool.for_role(role)
+
+    def _able(self, named, role: str):
+        return named if named is not None and self._role_of_type(named) == role else None
+
+    def _role_of_type(self, worker) -> str | None:
+        kind = self.pool.types.get(worker.name)
+        return next((r for r, t in ROLE_TYPES.items() if t == kind), None)
+
+    def _listed_id(self, voice: str) -> str | None:
+        """The id of the listed voice whose id or display name is `voice`, ignoring case,
+        spaces and underscores."""
+        key = _loose(voice)
+        if not key:
+            return None
+        for entry in self.list():
+            if key in (_loose(entry["id"]), _loose(entry["name"])):
+                return entry["id"]
+        return None
 
     def speaker_for(self, worker, name: str) -> str | None:
         """The engine's speaker for a speaker or alias name (case-insensitive), or None."""
@@ -132,6 +188,14 @@ class VoiceMap:
         name = self.pool.roles.get(role)
         return self.pool.workers[name] if name is not None else None
 
+    def _design(self, name: str) -> DesignedVoice:
+        if self.designs is None:
+            raise UnknownVoice("this server keeps no designed voices", param="voice")
+        try:
+            return self.designs.get(name)
+        except VoiceNotFound as e:
+            raise UnknownVoice(e.message, param="voice") from e
+
     def _profile(self, name: str) -> VoiceProfile:
         try:
             return self.library.get(name)
@@ -149,6 +213,8 @@ class VoiceMap:
             parts.append("clones: " + (", ".join(clones) or "none yet"))
         if "design" in self.pool.roles:
             parts.append("'design' with instructions")
+            if self.designs is not None and self.designs.list():
+                parts.append("designed: " + ", ".join(d.voice_id for d in self.designs.list()))
         return "; ".join(parts) or "this server has no voices configured"
 
     def list(self) -> list[dict]:
@@ -182,4 +248,14 @@ class VoiceMap:
                     "kind": "design",
                 }
             )
+            for d in self.designs.list() if self.designs is not None else ():
+                out.append(
+                    {"id": d.voice_id, "name": f"{d.name} (designed)", "kind": "design",
+                     "language": d.language}
+                )  # fmt: skip
         return out
+
+
+def _loose(name: str) -> str:
+    """A name as compared with listed ones: case, spaces and underscores do not count."""
+    return re.sub(r"[\s_]+", "", name).casefold()

@@ -110,10 +110,9 @@ class FakeEngine:
         options.validate()
         self._check_voice(voice, instruct)
         self.threads.add(threading.current_thread().name)
+        call = {"text": text, "voice": voice, "instruct": instruct, "options": options}
         with self.lock:
-            self.calls.append(
-                {"text": text, "voice": voice, "instruct": instruct, "options": options}
-            )
+            self.calls.append(call)
         wanted = (
             options.max_frames
             if self.runaway
@@ -130,6 +129,7 @@ class FakeEngine:
             tag=tag,
         )
         seq.fake_stop = "eos" if wanted <= seq.max_frames else "max_frames"
+        call["frames"] = seq.max_frames  # what it will generate
         return seq
 
     def join(self, seq: Sequence) -> None:

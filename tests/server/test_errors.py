@@ -191,8 +191,10 @@ def test_every_route_needs_the_key_except_discovery_and_health(server):
     checked = 0
     for template, operations in app.openapi()["paths"].items():  # every API route, new ones too
         for method in sorted(m.upper() for m in operations):
-            path = template.replace("{voice_id}", "someone")
-            open_route = path in OPEN_ROUTES or (path == "/v1/audio/voices" and method == "GET")
+            path = template.replace("{voice_id}", "someone").replace("{name}", "someone")
+            path = path.replace("{model_id}", "tts-1")
+            listing = path in ("/v1/audio/voices", "/v1/voices") and method == "GET"
+            open_route = path in OPEN_ROUTES or listing
             r = httpx.request(method, f"{base}{path}", timeout=10)
             if open_route:
                 assert r.status_code != 401, (method, path)

@@ -149,5 +149,5 @@ def test_engine_errors_keep_their_param(real):
         )
     assert e.value.param == "language"
     with pytest.raises(openai.BadRequestError) as e:
-        client.audio.speech.create(model="clone", voice="alloy", input="Hi.")  # no such clone
+        client.audio.speech.create(model="clone", voice="clone:Nobody", input="Hi.")
     assert e.value.param == "voice"

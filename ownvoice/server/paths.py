@@ -1,0 +1,26 @@
+"""ASGI middleware: `//` in a path means `/`.
+
+Open WebUI joins its base URL and the route with a slash, so a base URL entered with a trailing
+slash (`http://host:8880/v1/`) makes it call `/v1//audio/speech` and `/v1//audio/voices`; the
+first got 404 and the second made it fall back, silently, to OpenAI's six voice names.
+"""
+
+from __future__ import annotations
+
+import re
+
+_SLASHES = re.compile(r"/{2,}")
+
+
+class CollapseSlashes:
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] in ("http", "websocket") and "//" in scope["path"]:
+            scope = dict(scope)
+            scope["path"] = _SLASHES.sub("/", scope["path"])
+            raw = scope.get("raw_path")
+            if raw:
+                scope["raw_path"] = re.sub(rb"/{2,}", b"/", raw)
+        await self.app(scope, receive, send)

@@ -1,0 +1,136 @@
+"""Request ids, and one log line for every refused request: the outermost ASGI middleware.
+
+Clients such as Open WebUI and SillyTavern show only "Bad Request" or "Internal Server Error"
+for our refusals, so the server log is where a user finds out why. Every 4xx and 5xx answer, on
+every route (auth failures, unknown routes, host checks and body limits included), logs
+
+    refused 400 POST /v1/audio/speech id=3f9c2a1b code=voice_not_found param=voice
+        voice='Uncle Fu' model='tts-1': voice 'Uncle Fu' is not available; ...
+
+with the reason read from the error envelope that goes to the client, and the voice and model
+read from the JSON body. The input text, the API key and other headers are never logged.
+Identical refusals repeated within REPEAT_WINDOW_S are counted and summarised, not logged each
+time. Every response carries `x-request-id` (the client's own, when it sent a sane one), which
+the per-request speech log line repeats.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+import uuid
+
+log = logging.getLogger("ownvoice.server")
+
+REPEAT_WINDOW_S = 60.0
+_BODY_CAPTURE = 64 * 1024  # enough for model and voice; a longer input is cut, never logged
+_ERROR_CAPTURE = 16 * 1024
+_CLIENT_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+
+
+def request_id(scope) -> str:
+    """The id of the request in `scope` (set by RefusalLog)."""
+    return scope.get("state", {}).get("request_id", "-")
+
+
+class RefusalLog:
+    """ASGI middleware: request ids, and the refusal log line (see the module docstring)."""
+
+    def __init__(self, app):
+        self.app = app
+        self._recent: dict[tuple, list] = {}  # key -> [first logged at, repeats since]
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = dict(scope["headers"])
+        given = headers.get(b"x-request-id", b"").decode("latin-1")
+        rid = given if _CLIENT_ID.fullmatch(given) else uuid.uuid4().hex[:12]
+        scope.setdefault("state", {})["request_id"] = rid
+        json_body = b"json" in headers.get(b"content-type", b"")
+        request_body = bytearray()
+        status = 0
+        error = bytearray()
+
+        async def tee_receive():
+            message = await receive()
+            if json_body and message["type"] == "http.request":
+                room = _BODY_CAPTURE - len(request_body)
+                if room > 0:
+                    request_body.extend(message.get("body", b"")[:room])
+            return message
+
+        async def send_and_watch(message):
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message = {
+                    **message,
+                    "headers": [*message.get("headers", []), (b"x-request-id", rid.encode())],
+                }
+            elif message["type"] == "http.response.body" and status >= 400:
+                room = _ERROR_CAPTURE - len(error)
+                if room > 0:
+                    error.extend(message.get("body", b"")[:room])
+                if not message.get("more_body", False):
+                    self._log(scope, rid, status, bytes(error), bytes(request_body))
+            await send(message)
+
+        await self.app(scope, tee_receive, send_and_watch)
+
+    def _log(self, scope, rid: str, status: int, error: bytes, body: bytes) -> None:
+        code = param = None
+        message = ""
+        try:
+            envelope = json.loads(error)["error"]
+            code, param = envelope.get("code"), envelope.get("param")
+            message = str(envelope.get("message") or "")
+        except (ValueError, KeyError, TypeError, AttributeError):
+            message = error[:200].decode("utf-8", "replace")
+        asked = _asked_for(body)
+        path = _short(scope.get("path", ""), 200)
+        key = (status, scope.get("method"), path, code, param, message, *asked.values())
+        now = time.monotonic()
+        seen = self._recent.get(key)
+        if seen is not None and now - seen[0] < REPEAT_WINDOW_S:
+            seen[1] += 1  # said a moment ago: count it, say it again after the window
+            return
+        repeats = seen[1] if seen is not None else 0
+        if len(self._recent) > 512:
+            self._recent.clear()
+        self._recent[key] = [now, 0]
+        fields = [f"refused {status} {scope.get('method')} {path} id={rid}"]
+        if code:
+            fields.append(f"code={code}")
+        if param:
+            fields.append(f"param={param}")
+        fields += [f"{k}={v!r}" for k, v in asked.items()]
+        line = " ".join(fields) + f": {_short(message, 500)}"
+        if repeats:
+            line += f" (and {repeats} more like it in the last {REPEAT_WINDOW_S:g} s)"
+        log.log(logging.ERROR if status >= 500 else logging.WARNING, line)
+
+
+def _asked_for(body: bytes) -> dict[str, str]:
+    """The voice and model a JSON request asked for (never its text)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    out = {}
+    for key in ("voice", "model"):
+        value = data.get(key)
+        if isinstance(value, dict):  # OpenAI's {"id": ...} form of a voice
+            value = value.get("id")
+        if isinstance(value, str):
+            out[key] = _short(value, 80)
+    return out
+
+
+def _short(text: str, limit: int) -> str:
+    text = "".join(c if c.isprintable() else "?" for c in text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
