@@ -86,3 +86,29 @@ def test_teacher_forcing_reproduces_greedy_codes(tiny_checkpoints):
     assert np.array_equal(forced.code0[:, :2048].argmax(-1).numpy(), codes[:, 0])
     same = int8_quality(engine, engine, frames=6, prompts=(text,))
     assert same.code_agreement == 1 and same.logit_rel_error == 0
+
+
+def test_bench_shared_times_two_processes_against_a_fair_share(tiny_checkpoints, tmp_path):
+    model = str(tiny_checkpoints["0.6B-CustomVoice"])
+    out, result = bench("--model", model, "--shared", "--frames", "2", "--tries", "1",
+                        "--policies", "passive", tmp_path=tmp_path)  # fmt: skip
+    (r,) = result["shared"]
+    assert r["policy"] == "PASSIVE" and len(r["solo"]) == 2 and len(r["pairs"]) == 1
+    assert r["fair"] == [pytest.approx(sum(r["solo"]))]
+    assert all(t > 0 for t in r["pairs"][0])
+    assert "PASSIVE" in out and "1 tries" in out
+    assert result["quota"] is None  # no --cpus
+
+
+def test_quota_cgroups_are_made_with_the_limit_asked(tmp_path):
+    from ownvoice.bench.shared import make_quota_cgroup
+    from ownvoice.threads import _v1, _v2
+
+    (tmp_path / "v1" / "cpu").mkdir(parents=True)
+    v1 = make_quota_cgroup(1.5, root=tmp_path / "v1")
+    assert v1 is not None and _v1(v1) == 1.5
+    (tmp_path / "v2").mkdir()
+    (tmp_path / "v2" / "cgroup.controllers").write_text("cpu memory\n")
+    v2 = make_quota_cgroup(2, root=tmp_path / "v2")
+    assert v2 is not None and _v2(v2 / "cpu.max") == 2.0
+    assert make_quota_cgroup(2, root=tmp_path / "nowhere") is None

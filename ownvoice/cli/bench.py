@@ -36,6 +36,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--quantize", choices=("int8",), help="weights for --batch (CPU)")
     p.add_argument("--probes", type=int, default=5, help="late arrivals timed per batch size")
+    p.add_argument(
+        "--shared",
+        action="store_true",
+        help="two processes on the same cores: each one's time against a fair share "
+        "(see ownvoice/bench/shared.py)",
+    )
+    p.add_argument("--tries", type=int, default=5, help="--shared: tries per wait policy")
+    p.add_argument("--policies", default="ACTIVE,PASSIVE", help="--shared: OMP_WAIT_POLICY values")
+    p.add_argument("--cpus", type=float, help="--shared: also one process under this CPU quota")
     p.add_argument("--json", help="write the results to this file")
     p.set_defaults(func=run)
 
@@ -62,6 +71,26 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.model:
         raise InvalidInput("--model (or --server) is required", param="model")
+    if args.shared:
+        from dataclasses import asdict
+
+        from ownvoice.bench.shared import (
+            format_quota_table,
+            format_shared_table,
+            run_quota,
+            run_shared,
+        )
+
+        policies = [p.strip().upper() for p in args.policies.split(",") if p.strip()]
+        shared = run_shared(args.model, args.frames, args.tries, policies, args.threads)
+        print(format_shared_table(shared))
+        quota = run_quota(args.model, args.frames, args.tries, args.cpus) if args.cpus else None
+        if args.cpus:
+            print(format_quota_table(quota, args.cpus))
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"shared": [asdict(r) for r in shared], "quota": quota}, f, indent=2)
+        return 0
     from ownvoice.bench.batch import format_batch_table
     from ownvoice.bench.run import BenchSpec, format_table, run_batch_bench, run_bench
 

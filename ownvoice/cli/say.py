@@ -39,6 +39,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--sub-top-p", type=float)
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"))
+    p.add_argument(
+        "--threads",
+        type=int,
+        help="CPU threads (default: what this process may use: cores, "
+        "CPU affinity and a container's CPU quota)",
+    )
     p.add_argument("--codes-out", help="also write the codes: a JSON list of frames of 16 ints")
     p.add_argument("--list-speakers", action="store_true")
     p.add_argument("--list-languages", action="store_true")
@@ -53,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from ownvoice.engine.options import SynthesisOptions
     from ownvoice.errors import InvalidInput
 
-    engine = Engine.load(args.model, device=args.device, dtype=args.dtype)
+    engine = Engine.load(args.model, device=args.device, dtype=args.dtype, num_threads=args.threads)
     if args.list_speakers or args.list_languages:
         names = engine.supported_speakers if args.list_speakers else engine.supported_languages
         print("\n".join(names) if names else f"({engine.model_type} model: no preset speakers)")

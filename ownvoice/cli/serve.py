@@ -35,6 +35,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", help="auto, cpu, cuda, cuda:N")
     p.add_argument("--voices-dir", help="voice library folder (default ./voices)")
     p.add_argument("--lazy", action="store_true", help="load models on first use")
+    p.add_argument(
+        "--threads",
+        type=int,
+        help="CPU threads (optimization.num_threads; default: what this "
+        "process may use, a container's CPU quota included)",
+    )
     p.set_defaults(func=run)
 
 
@@ -56,6 +62,10 @@ def build_settings(args: argparse.Namespace):
         update["voices_dir"] = Path(args.voices_dir)
     if args.lazy:
         update["lazy_load"] = True
+    if getattr(args, "threads", None):
+        update["optimization"] = settings.optimization.model_copy(
+            update={"num_threads": args.threads}
+        )
     # flags must win over the environment, so they are applied after validation, then checked
     return settings.model_copy(update=update).check_roles()
 

@@ -48,6 +48,7 @@ CHECKS = (
     amd.check_gfx_override,
     checks.check_gpu,
     checks.check_memory,
+    checks.check_cpu,
     amd.check_rocm_runtime,
     checks.check_models,
 )

@@ -8,6 +8,7 @@ the machine; `probe.collect_probe()` does that once.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,7 @@ class ConfigFacts:
     use_cuda_graphs: bool = True
     decode_window_frames: int | None = None
     gpu_keepalive_interval_s: float = 0.0
+    num_threads: int | None = None
 
     @classmethod
     def from_settings(cls, settings: Any) -> ConfigFacts:
@@ -53,6 +55,7 @@ class ConfigFacts:
             use_cuda_graphs=bool(get(opt, "use_cuda_graphs", True)),
             decode_window_frames=get(streaming, "decode_window_frames", None),
             gpu_keepalive_interval_s=float(get(settings, "gpu_keepalive_interval_s", 0.0)),
+            num_threads=get(opt, "num_threads", None),
         )
 
 
@@ -297,6 +300,39 @@ def check_memory(p: Probe, expect_gpu: bool, config: ConfigFacts) -> list[Findin
             f"{igpu}configure fewer or smaller models (0.6B), set lazy_load: true, or free the GPU",
         )
     ]
+
+
+def check_cpu(p: Probe, expect_gpu: bool, config: ConfigFacts) -> list[Finding]:
+    """The engine's CPU thread count and why; other processes keeping the cores busy; threads
+    told to spin."""
+    from ownvoice.threads import decide_threads
+
+    choice = decide_threads(config.num_threads, p.torch_threads, p.cpu_affinity, p.cpu_quota)
+    out = [Finding("cpu-threads", Severity.INFO,
+                   f"the engine uses {choice.count} CPU thread(s): {choice.why}")]  # fmt: skip
+    usable = min(p.cpu_affinity, math.ceil(p.cpu_quota) if p.cpu_quota else p.cpu_affinity)
+    if p.load_average is not None and p.load_average >= 0.75 * usable:
+        out.append(
+            Finding(
+                "cpu-busy",
+                Severity.WARNING,
+                f"the load average is {p.load_average:.1f} on {usable} usable CPU(s): other "
+                "processes are using the cores, so speech on the CPU will be slower",
+                "run it when the machine is quieter, or give it its own cores (taskset, "
+                "docker --cpuset-cpus) and set optimization.num_threads to their number",
+            )
+        )
+    if p.env.get("OMP_WAIT_POLICY", "").upper() == "ACTIVE":
+        out.append(
+            Finding(
+                "cpu-spin",
+                Severity.WARNING,
+                "OMP_WAIT_POLICY=ACTIVE: waiting threads spin and take the cores from any "
+                "other process on them (two such processes can each run several times slower)",
+                "unset OMP_WAIT_POLICY (ownvoice then uses PASSIVE)",
+            )
+        )
+    return out
 
 
 def _model_bytes(m: CachedModel) -> int:

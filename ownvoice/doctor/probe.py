@@ -30,6 +30,8 @@ ENV_VARS = (
     "HF_HOME",
     "HF_HUB_CACHE",
     "HF_HUB_OFFLINE",
+    "OMP_WAIT_POLICY",
+    "OMP_NUM_THREADS",
 )
 KFD_TOPOLOGY = "/sys/class/kfd/kfd/topology/nodes"
 
@@ -87,6 +89,11 @@ class Probe:
     nvidia_driver: str | None = None  # kernel module version from /proc/driver/nvidia/version
     in_container: bool = False
     env: Mapping[str, str] = field(default_factory=dict)  # the ENV_VARS that are set
+    # the CPU: what the engine's threads may use, and how busy the machine is
+    cpu_affinity: int = 1  # CPUs this process may run on
+    cpu_quota: float | None = None  # cgroup quota in CPUs; None = no limit
+    torch_threads: int | None = None  # torch's default thread count
+    load_average: float | None = None  # 1-minute load average
     # models
     models: tuple[CachedModel, ...] = ()
     hf_cache: str = ""
@@ -129,10 +136,32 @@ def collect_probe(models: Sequence[str] = ()) -> Probe:
         nvidia_driver=_nvidia_driver(),
         in_container=_in_container(),
         env=env,
+        **_cpu_facts(),
         models=tuple(_model_cache(m) for m in models),
         hf_cache=hf_cache,
         hf_offline=hf_offline,
     )
+
+
+def _cpu_facts() -> dict:
+    from ownvoice.threads import _affinity, cgroup_cpu_quota
+
+    try:
+        import torch
+
+        threads = torch.get_num_threads()
+    except Exception:
+        threads = None
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = None
+    return {
+        "cpu_affinity": len(_affinity()),
+        "cpu_quota": cgroup_cpu_quota(),
+        "torch_threads": threads,
+        "load_average": load,
+    }
 
 
 def _torch_facts() -> dict:

@@ -30,6 +30,7 @@ from ownvoice.engine.sequence import Sequence
 from ownvoice.engine.voice import VoicePrompt
 from ownvoice.engine.weights import WeightInfo, weight_info
 from ownvoice.errors import AudioError, InvalidInput
+from ownvoice.threads import choose_threads
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +63,10 @@ class Engine:
         """
         config = replace(config or EngineConfig(), **overrides)
         config.validate()
-        if config.num_threads:
-            torch.set_num_threads(config.num_threads)
+        threads = choose_threads(config.num_threads, default=torch.get_num_threads())
+        if threads.count != torch.get_num_threads():
+            torch.set_num_threads(threads.count)  # the CPU kernels share torch's pool
+        log.info("CPU threads: %d (%s)", threads.count, threads.why)
         t0 = time.perf_counter()
         loaded = load_model(path_or_id, config)
         log.info(

@@ -11,7 +11,7 @@ with the reason read from the error envelope that goes to the client, and the vo
 read from the JSON body. The input text, the API key and other headers are never logged.
 Identical refusals repeated within REPEAT_WINDOW_S are counted and summarised, not logged each
 time. Every response carries `x-request-id` (the client's own, when it sent a sane one), which
-the per-request speech log line repeats.
+the per-request speech log line repeats and an error envelope carries as `error.request_id`.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import uuid
 log = logging.getLogger("ownvoice.server")
 
 REPEAT_WINDOW_S = 60.0
+CLIENT_GONE = 499  # the speech route's answer to a client that left: its line says "cancelled"
 _BODY_CAPTURE = 64 * 1024  # enough for model and voice; a longer input is cut, never logged
 _ERROR_CAPTURE = 16 * 1024
 _CLIENT_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
@@ -62,19 +63,39 @@ class RefusalLog:
                     request_body.extend(message.get("body", b"")[:room])
             return message
 
+        held: dict | None = None  # an error's response start, until its body is whole
+        pending: list[bytes] = []  # that body so far
+
         async def send_and_watch(message):
-            nonlocal status
+            nonlocal status, held
             if message["type"] == "http.response.start":
                 status = message["status"]
                 message = {
                     **message,
                     "headers": [*message.get("headers", []), (b"x-request-id", rid.encode())],
                 }
+                if status >= 400 and _is_json(message["headers"]):
+                    held = message  # the envelope gets the id: sent when the body is whole
+                    return
             elif message["type"] == "http.response.body" and status >= 400:
+                chunk = message.get("body", b"")
+                more = message.get("more_body", False)
                 room = _ERROR_CAPTURE - len(error)
                 if room > 0:
-                    error.extend(message.get("body", b"")[:room])
-                if not message.get("more_body", False):
+                    error.extend(chunk[:room])
+                if held is not None:
+                    pending.append(chunk)
+                    whole = b"".join(pending)
+                    if more and len(whole) <= _ERROR_CAPTURE:
+                        return
+                    start, held = held, None
+                    pending.clear()
+                    if not more:  # complete: add the id
+                        whole = _with_id(whole, rid)
+                        start = {**start, "headers": _set_length(start["headers"], len(whole))}
+                    await send(start)
+                    message = {**message, "body": whole}
+                if not more and status != CLIENT_GONE:
                     self._log(scope, rid, status, bytes(error), bytes(request_body))
             await send(message)
 
@@ -111,6 +132,27 @@ class RefusalLog:
         if repeats:
             line += f" (and {repeats} more like it in the last {REPEAT_WINDOW_S:g} s)"
         log.log(logging.ERROR if status >= 500 else logging.WARNING, line)
+
+
+def _is_json(headers) -> bool:
+    return any(k.lower() == b"content-type" and b"json" in v for k, v in headers)
+
+
+def _with_id(body: bytes, rid: str) -> bytes:
+    """The error envelope with `request_id` added, so that a user can find it in the log."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return body
+    if not isinstance(data, dict) or not isinstance(data.get("error"), dict):
+        return body
+    data["error"]["request_id"] = rid
+    return json.dumps(data, separators=(",", ":")).encode()
+
+
+def _set_length(headers, length: int) -> list:
+    kept = [(k, v) for k, v in headers if k.lower() != b"content-length"]
+    return [*kept, (b"content-length", str(length).encode())]
 
 
 def _asked_for(body: bytes) -> dict[str, str]:

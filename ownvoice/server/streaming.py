@@ -1,13 +1,17 @@
 """The HTTP side of a speech request: admit, run on the engine thread, stream, log one line.
 
 The response starts when the first audio chunk exists: errors found before that (a bad
-reference clip, an unsupported language) still become proper 4xx responses. After that, bytes
+reference clip, an unsupported language) still become proper 4xx responses. A request that
+waits in line longer than KEEPALIVE_S (the batch is full) gets its response started then, so
+that clients which give up after 30 s without a byte stay; SSE streams get keep-alive comments
+until the audio comes, a raw stream's bytes start with the audio. After that, bytes
 go out as each chunk is encoded; an error can then only end the stream (SSE sends a
 `speech.audio.error` event, a raw stream is cut). A client that goes away, while queued or
 while streaming, cancels its generation between frames and frees its place; so does a client
 that stops reading for limits.send_timeout_s (its socket buffers full, the send would wait
 forever). When a shutdown drain runs out of time (drain.py), the generation stops with reason
-"shutdown": a queued request gets 503 `shutting_down`, an SSE stream an error event, and a raw
+"shutdown": a request that is still in line gets 503 `shutting_down` (if its response has not
+started), an SSE stream an error event, and a raw
 stream is cut off so that the client sees it incomplete.
 """
 
@@ -35,6 +39,10 @@ from ownvoice.service.generation import Generation
 from ownvoice.service.planning import SpeechPlan, plan_pieces
 
 log = logging.getLogger("ownvoice.server")
+
+# a request still in line after this long gets its response started (and SSE a keep-alive
+# comment this often): common clients give up after 30 s without a byte
+KEEPALIVE_S = 10.0
 
 
 class RequestRecord:
@@ -182,9 +190,18 @@ class SpeechResponder:
             raise
         watcher = asyncio.create_task(_cancel_on_disconnect(request, job))
         chunks = job.chunks()
+        first_chunk = asyncio.ensure_future(anext(chunks, None))
+        patience = min(KEEPALIVE_S, deadline - time.monotonic())
+        await asyncio.wait({first_chunk}, timeout=max(0.0, patience))
+        if not first_chunk.done() and time.monotonic() < deadline:
+            # in line for a row of a full batch: answer now, so that a client with a limit on
+            # the time to the headers (LiveKit: 30 s) neither times out nor retries; SSE gets
+            # keep-alive comments until the audio comes
+            waiting = self._after_wait(plan, job, chunks, first_chunk, record, watcher, deadline)
+            return self._response(plan, job, waiting)
         try:
             # the deadline holds even if the engine ahead in the queue does not stop in time
-            first = await asyncio.wait_for(anext(chunks, None), deadline - time.monotonic())
+            first = await asyncio.wait_for(first_chunk, deadline - time.monotonic())
         except TimeoutError:
             watcher.cancel()
             job.cancel()
@@ -214,18 +231,66 @@ class SpeechResponder:
             watcher.cancel()
             record.finish("503")
             raise ShuttingDown("the server shut down before this request's turn")
+        return self._response(plan, job, self._body(plan, job, chunks, first, record, watcher))
+
+    def _response(self, plan: SpeechPlan, job: Generation, body) -> AudioStreamResponse:
         media_type = (
             "text/event-stream"
             if plan.stream_format == "sse"
             else MEDIA_TYPES[plan.response_format]
         )
         return AudioStreamResponse(
-            self._body(plan, job, chunks, first, record, watcher),
+            body,
             send_timeout=self.settings.limits.send_timeout_s,
             on_stall=lambda: job.cancel("stalled"),
             media_type=media_type,
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
+
+    async def _after_wait(
+        self, plan: SpeechPlan, job: Generation, chunks, first_chunk, record, watcher, deadline
+    ):
+        """The body of a response that started while the request waited in line: keep-alive
+        comments (SSE) until the first audio, then the audio. A failure before the audio can
+        no longer be a status: SSE sends a `speech.audio.error` event, a raw stream is cut."""
+        sse = plan.stream_format == "sse"
+        first = None
+        try:
+            while not first_chunk.done():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise QueueTimeout(
+                        "no audio within limits.request_timeout_s "
+                        f"({self.settings.limits.request_timeout_s:g} s); the server is busy"
+                    )
+                await asyncio.wait({first_chunk}, timeout=min(KEEPALIVE_S, remaining))
+                if sse and not first_chunk.done():
+                    yield b": keep-alive\n\n"
+            first = first_chunk.result()
+            if first is None and job.stop_reason == "shutdown":
+                raise ShuttingDown("the server shut down before this request's turn")
+        except Exception as e:
+            watcher.cancel()
+            job.cancel()
+            first_chunk.cancel()
+            record.finish("error" if not isinstance(e, QueueTimeout) else "timeout")
+            if not sse:
+                raise StreamAborted() from e
+            body = error_response(e).body
+            yield _sse_event({"type": "speech.audio.error", "error": json.loads(body)["error"]})
+            return
+        except BaseException:  # the client went away (the stream was closed)
+            watcher.cancel()
+            job.cancel()
+            first_chunk.cancel()
+            record.finish("cancelled")
+            raise
+        if first is None:  # cancelled while in line
+            watcher.cancel()
+            record.finish("cancelled")
+            return
+        async for data in self._body(plan, job, chunks, first, record, watcher):
+            yield data
 
     async def _body(
         self, plan: SpeechPlan, job: Generation, chunks, first, record: RequestRecord, watcher

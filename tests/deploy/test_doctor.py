@@ -473,3 +473,24 @@ def test_cli_doctor(tmp_path, capsys):
         main(["doctor", "--model", str(tmp_path), "--no-expect-gpu"])
     assert "verdict:" in capsys.readouterr().out
     assert exit_.value.code == 1  # the folder is not a checkpoint
+
+
+# the CPU: threads, other processes, spinning ----------------------------------------------------
+
+
+def test_cpu_threads_follow_the_container_quota_and_busy_cores_are_reported():
+    base = Probe(torch_version="2.13.0+cpu", build="cpu", models=(cached(),))
+    quiet = replace(base, cpu_affinity=32, torch_threads=16, cpu_quota=2.0, load_average=0.3)
+    report = run_checks(False, [CV], quiet)
+    threads = finding(report, "cpu-threads")
+    assert "uses 2 CPU thread(s)" in threads.message and "quota" in threads.message
+    assert "cpu-busy" not in codes(report) and "cpu-spin" not in codes(report)
+    # two of two usable CPUs kept busy by others: a warning with a fix
+    busy = run_checks(False, [CV], replace(quiet, load_average=1.8))
+    assert finding(busy, "cpu-busy").severity == Severity.WARNING
+    assert "taskset" in finding(busy, "cpu-busy").fix
+    spin = run_checks(False, [CV], replace(quiet, env={"OMP_WAIT_POLICY": "active"}))
+    assert finding(spin, "cpu-spin").severity == Severity.WARNING
+    # the config's num_threads wins
+    mine = run_checks(False, [CV], quiet, config=ConfigFacts(num_threads=6))
+    assert "uses 6 CPU thread(s)" in finding(mine, "cpu-threads").message

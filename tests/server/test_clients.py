@@ -249,6 +249,8 @@ def test_every_refusal_is_logged_with_its_reason(clients_server, caplog):
     refused = [m for m in caplog.messages if m.startswith("refused")]
     text = "\n".join(refused)
     rid = bad_voice.headers["x-request-id"]
+    assert bad_voice.json()["error"]["request_id"] == rid  # the envelope names it too
+    assert no_route.json()["error"]["request_id"] == no_route.headers["x-request-id"]
     assert re.search(
         rf"refused 400 POST /v1/audio/speech id={rid} code=voice_not_found param=voice "
         r"voice='Nobody Here' model='tts-1': voice 'Nobody Here' is not available",

@@ -15,6 +15,10 @@ KEY = "test-key-123"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 
 
+# OpenAI's envelope, plus the request id
+ENVELOPE = {"message", "type", "param", "code", "request_id"}
+
+
 def tree(root) -> set[str]:
     return {
         os.path.relpath(os.path.join(d, f), root) for d, _, files in os.walk(root) for f in files
@@ -24,9 +28,9 @@ def tree(root) -> set[str]:
 def assert_envelope(r: httpx.Response, status: int, param: str | None = "any") -> dict:
     assert r.status_code == status, (r.status_code, r.text)
     body = r.json()
-    assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}, (
-        body
-    )
+    assert set(body) == {"error"} and set(body["error"]) == ENVELOPE, body
+    # the id that the response header and the server's log line carry
+    assert body["error"]["request_id"] == r.headers["x-request-id"], body
     assert isinstance(body["error"]["message"], str) and body["error"]["message"]
     if param != "any":
         assert body["error"]["param"] == param, body

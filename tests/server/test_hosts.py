@@ -18,7 +18,8 @@ EVIL = "https://evil.example"
 def envelope(r: httpx.Response, status: int, code: str) -> dict:
     assert r.status_code == status, (r.status_code, r.text)
     error = r.json()["error"]
-    assert set(error) == {"message", "type", "param", "code"} and error["code"] == code, error
+    assert set(error) == {"message", "type", "param", "code", "request_id"}, error
+    assert error["code"] == code, error
     return error
 
 

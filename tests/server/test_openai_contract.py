@@ -114,7 +114,7 @@ def test_errors_are_typed_with_the_right_param(server, kwargs, error, param):
     with pytest.raises(error) as e:
         client.audio.speech.create(**request)
     assert e.value.param == param, e.value.body
-    assert set(e.value.body) == {"message", "type", "param", "code"}
+    assert set(e.value.body) == {"message", "type", "param", "code", "request_id"}
     assert e.value.body["message"]
 
 

@@ -194,3 +194,60 @@ def test_a_client_that_stops_reading_is_dropped_after_send_timeout(tmp_path):
             assert metric(base, stalled) == 1
         finally:
             sock.close()
+
+
+def test_a_request_in_line_is_kept_alive_then_gets_its_audio(tmp_path, monkeypatch):
+    """With the batch full, a waiting request's response starts after KEEPALIVE_S (scaled down
+    here from 10 s): SSE gets keep-alive comments, then its audio; a raw stream gets its headers
+    while it waits, then the audio. Clients that allow 30 s to the first byte stay."""
+    from ownvoice.server import streaming
+
+    monkeypatch.setattr(streaming, "KEEPALIVE_S", 0.2)
+    engine = FakeEngine("custom_voice", frame_delay=0.03)  # 80 frames: 2.4 s
+    settings = make_settings(tmp_path, device="cpu", limits={"max_batch": 1, "queue_size": 4})
+    with serve(settings, engines={"cv": engine}) as (base, app):
+        long_body = {
+            "model": "tts-1",
+            "voice": "alloy",
+            "input": "x" * 160,
+            "response_format": "pcm",
+        }
+        first = threading.Thread(target=lambda: httpx.post(
+            f"{base}/v1/audio/speech", json=long_body, timeout=60))  # fmt: skip
+        first.start()
+        wait_until(lambda: metric(base, "ownvoice_generating") >= 1 or engine.calls, 5)
+        lines, t_headers = [], None
+        t0 = time.monotonic()
+        with httpx.stream("POST", f"{base}/v1/audio/speech", timeout=60, json={
+            "model": "tts-1", "voice": "ryan", "input": "y" * 20, "stream_format": "sse",
+            "response_format": "pcm",
+        }) as r:  # fmt: skip
+            t_headers = time.monotonic() - t0
+            assert r.status_code == 200
+            for line in r.iter_lines():
+                if line:
+                    lines.append(line)
+        keepalives = [i for i, line in enumerate(lines) if line.startswith(":")]
+        events = [json.loads(line[6:]) for line in lines if line.startswith("data: ")]
+        assert t_headers < 1.5, t_headers  # not after the 2.4 s of the request ahead
+        assert len(keepalives) >= 3, lines[:5]
+        assert keepalives[-1] < lines.index(next(x for x in lines if x.startswith("data: ")))
+        assert (
+            events[0]["type"] == "speech.audio.delta" and events[-1]["type"] == "speech.audio.done"
+        )
+        audio = b"".join(__import__("base64").b64decode(e["audio"]) for e in events[:-1])
+        assert len(audio) == 10 * 1920 * 2  # 20 characters -> 10 fake frames, all delivered
+        # raw audio: the headers come while in line, the bytes with the audio
+        first.join()
+        first = threading.Thread(target=lambda: httpx.post(
+            f"{base}/v1/audio/speech", json=long_body, timeout=60))  # fmt: skip
+        first.start()
+        wait_until(lambda: len(engine.calls) >= 3, 5)
+        t0 = time.monotonic()
+        with httpx.stream("POST", f"{base}/v1/audio/speech", timeout=60, json={
+            "model": "tts-1", "voice": "ryan", "input": "y" * 20, "response_format": "pcm",
+        }) as r:  # fmt: skip
+            t_headers = time.monotonic() - t0
+            data = r.read()
+        first.join()
+        assert r.status_code == 200 and t_headers < 1.5 and len(data) == 10 * 1920 * 2
