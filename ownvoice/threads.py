@@ -5,9 +5,12 @@ Two things go wrong on shared CPUs without this:
 - **Spinning.** OpenMP threads (torch's pool, which our CPU kernels share) spin while they wait
   for each other. Two processes on the same cores then take the cores from each other's work:
   two `ownvoice say` that should take ~20 s each took 25 to 76 s. Passive waiting (threads sleep
-  instead) makes the pair fair. It must be set before the OpenMP runtime loads, which happens
-  when torch is imported, so `ownvoice/__init__.py` calls `prefer_passive_waiting()` first; a
-  user's own OMP_WAIT_POLICY is kept.
+  after a short spin, SPIN_COUNT) makes the pair fair; with no spin at all one process alone
+  was ~12 % slower (a frame waits at hundreds of small barriers). It must be set before the
+  OpenMP runtime loads, which happens when torch is imported, so `ownvoice/__init__.py` calls
+  `prefer_passive_waiting()` first; a user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT is kept, and
+  OWNVOICE_KEEP_OMP_WAITING=1 keeps the runtime's own spinning. `ownvoice bench --shared`
+  measures both.
 - **Counting the host, not the limit.** In a container limited with `--cpus 2` on a larger
   host, the pool is sized from the host's cores and then throttled by the quota. The count here
   is the smallest of the CPUs this process may run on (affinity) and the cgroup CPU quota (v2
@@ -23,11 +26,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PASSIVE = "PASSIVE"
+# GNU OpenMP (torch's on Linux) spins this many times (~0.1 ms) before it sleeps: a short wait
+# at a barrier stays cheap for one process alone (pure PASSIVE, spin 0, was ~12 % slower per
+# frame here), while a thread whose partner was preempted gives the core back almost at once.
+# libgomp's own default spins 300000 times, OMP_WAIT_POLICY=ACTIVE 3e10.
+SPIN_COUNT = "10000"
+# set to 1 to keep the OpenMP runtime's own waiting (a machine that runs nothing else)
+KEEP_ENV = "OWNVOICE_KEEP_OMP_WAITING"
 
 
 def prefer_passive_waiting(environ=os.environ) -> None:
-    """OMP_WAIT_POLICY=PASSIVE unless the user chose a policy (call before importing torch)."""
-    environ.setdefault("OMP_WAIT_POLICY", PASSIVE)
+    """OMP_WAIT_POLICY=PASSIVE with a short spin (GOMP_SPINCOUNT), unless the user chose
+    either or set OWNVOICE_KEEP_OMP_WAITING=1 (call before importing torch)."""
+    if environ.get(KEEP_ENV, "") not in ("", "0"):
+        return
+    if "OMP_WAIT_POLICY" in environ or "GOMP_SPINCOUNT" in environ:
+        return  # the user's own tuning: kept as it is
+    environ["OMP_WAIT_POLICY"] = PASSIVE
+    environ["GOMP_SPINCOUNT"] = SPIN_COUNT
 
 
 @dataclass(frozen=True)

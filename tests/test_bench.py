@@ -91,12 +91,12 @@ def test_teacher_forcing_reproduces_greedy_codes(tiny_checkpoints):
 def test_bench_shared_times_two_processes_against_a_fair_share(tiny_checkpoints, tmp_path):
     model = str(tiny_checkpoints["0.6B-CustomVoice"])
     out, result = bench("--model", model, "--shared", "--frames", "2", "--tries", "1",
-                        "--policies", "passive", tmp_path=tmp_path)  # fmt: skip
+                        "--policies", "ownvoice", tmp_path=tmp_path)  # fmt: skip
     (r,) = result["shared"]
-    assert r["policy"] == "PASSIVE" and len(r["solo"]) == 2 and len(r["pairs"]) == 1
+    assert r["policy"] == "OWNVOICE" and len(r["solo"]) == 2 and len(r["pairs"]) == 1
     assert r["fair"] == [pytest.approx(sum(r["solo"]))]
     assert all(t > 0 for t in r["pairs"][0])
-    assert "PASSIVE" in out and "1 tries" in out
+    assert "OWNVOICE" in out and "1 tries" in out
     assert result["quota"] is None  # no --cpus
 
 

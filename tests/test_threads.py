@@ -62,12 +62,22 @@ def test_affinity_and_the_users_choice(tmp_path):
     assert choose_threads(None, None, tmp_path / "none", tmp_path / "none", {0, 1}).count == 2
 
 
-@pytest.mark.parametrize(("given", "expected"), [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ({}, "PASSIVE 10000"),  # ownvoice's default: sleep after a short spin
+        ({"OMP_WAIT_POLICY": "ACTIVE"}, "ACTIVE -"),  # the user's choice is kept
+        ({"GOMP_SPINCOUNT": "5"}, "- 5"),
+        ({"OWNVOICE_KEEP_OMP_WAITING": "1"}, "- -"),  # the runtime's own waiting
+    ],
+)
 def test_threads_wait_passively_unless_the_user_says_otherwise(given, expected):
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    if given:
-        env["OMP_WAIT_POLICY"] = given
-    code = "import os, ownvoice, torch; print(os.environ['OMP_WAIT_POLICY'])"
+    names = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OWNVOICE_KEEP_OMP_WAITING")
+    env = {k: v for k, v in os.environ.items() if k not in names} | given
+    code = (
+        "import os, ownvoice, torch; "
+        "print(os.environ.get('OMP_WAIT_POLICY', '-'), os.environ.get('GOMP_SPINCOUNT', '-'))"
+    )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, check=True)  # fmt: skip
     assert out.stdout.strip() == expected

@@ -4,9 +4,10 @@
 
 Each try runs `ownvoice say` alone twice, back to back (the time a pair takes when the cores
 are shared fairly is the sum of the two), then two at once, and reports each concurrent run's
-time against that fair time. With spinning OpenMP threads (OMP_WAIT_POLICY=ACTIVE, torch's own
-behaviour before ownvoice set PASSIVE) the pair collapses: each run takes several times longer.
-`--policies ACTIVE,PASSIVE` measures both in one command.
+time against that fair time. `--policies` names the ways of waiting measured, in one command:
+`torch` (the OpenMP runtime's own spinning, what ownvoice did before threads.py: the pair
+collapses, each run takes several times longer), `ownvoice` (its default now: passive with a
+short spin), or any OMP_WAIT_POLICY value (ACTIVE, PASSIVE).
 
 `--cpus Q` also runs one process alone in a cgroup with a CPU quota of Q CPUs (as `docker run
 --cpus Q` does), once with as many threads as the machine has cores (what torch chooses) and
@@ -26,6 +27,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ownvoice.threads import KEEP_ENV
+
 TEXT = "A short sentence for the shared CPU benchmark."
 
 
@@ -44,7 +47,7 @@ class SharedResult:
 def _say(
     model: str, frames: int, policy: str, out: Path, threads: int | None, cgroup: Path | None = None
 ) -> subprocess.Popen:
-    env = {**os.environ, "OMP_WAIT_POLICY": policy}
+    env = _environment(policy)
     cmd = [sys.executable, "-m", "ownvoice", "say", "--model", model, "--device", "cpu",
            "--max-frames", str(frames), "--seed", "0", "--speaker", "ryan", "-o", str(out),
            TEXT]  # fmt: skip
@@ -59,6 +62,19 @@ def _say(
     return subprocess.Popen(
         cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=join
     )
+
+
+def _environment(policy: str) -> dict[str, str]:
+    # this process imported ownvoice, which set its own defaults in os.environ: start clean
+    env = {k: v for k, v in os.environ.items() if k not in _WAITING}
+    if policy == "TORCH":
+        env[KEEP_ENV] = "1"
+    elif policy != "OWNVOICE":
+        env["OMP_WAIT_POLICY"] = policy
+    return env
+
+
+_WAITING = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", KEEP_ENV)
 
 
 def _timed(procs: list[subprocess.Popen], t0: float) -> list[float]:
@@ -127,7 +143,7 @@ def run_quota(model: str, frames: int, tries: int, cpus: float) -> dict | None:
             for _ in range(tries):
                 for label, threads in zip(times, (cores, None), strict=True):
                     t0 = time.monotonic()
-                    proc = _say(model, frames, "PASSIVE", Path(tmp) / "q.wav", threads, cgroup)
+                    proc = _say(model, frames, "OWNVOICE", Path(tmp) / "q.wav", threads, cgroup)
                     times[label] += _timed([proc], t0)
     finally:
         try:
@@ -155,6 +171,7 @@ def format_shared_table(results: list[SharedResult]) -> str:
         "policy   solo s (median)  pair s (each run, per try)                 x fair (max)  "
         "within 1.3x",
     ]
+    solos = [f"  {r.policy} solo runs: {', '.join(f'{t:.1f}' for t in r.solo)}" for r in results]
     for r in results:
         ratios = r.ratios()
         pairs = "  ".join(f"{a:.1f}/{b:.1f}" for a, b in r.pairs)
@@ -163,4 +180,4 @@ def format_shared_table(results: list[SharedResult]) -> str:
             f"{r.policy:<8} {statistics.median(r.solo):>15.1f}  {pairs:<42} "
             f"{max(ratios):>12.2f}  {ok}/{len(r.pairs)} tries"
         )
-    return "\n".join(lines)
+    return "\n".join(lines + solos)

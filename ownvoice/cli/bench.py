@@ -43,7 +43,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(see ownvoice/bench/shared.py)",
     )
     p.add_argument("--tries", type=int, default=5, help="--shared: tries per wait policy")
-    p.add_argument("--policies", default="ACTIVE,PASSIVE", help="--shared: OMP_WAIT_POLICY values")
+    p.add_argument(
+        "--policies",
+        default="torch,ownvoice",
+        help="--shared: ways of waiting: torch (OpenMP's own), ownvoice (its default), or "
+        "OMP_WAIT_POLICY values",
+    )
     p.add_argument("--cpus", type=float, help="--shared: also one process under this CPU quota")
     p.add_argument("--json", help="write the results to this file")
     p.set_defaults(func=run)

@@ -322,17 +322,32 @@ def check_cpu(p: Probe, expect_gpu: bool, config: ConfigFacts) -> list[Finding]:
                 "docker --cpuset-cpus) and set optimization.num_threads to their number",
             )
         )
-    if p.env.get("OMP_WAIT_POLICY", "").upper() == "ACTIVE":
+    spinning = _spinning(p.env)
+    if spinning:
         out.append(
             Finding(
                 "cpu-spin",
                 Severity.WARNING,
-                "OMP_WAIT_POLICY=ACTIVE: waiting threads spin and take the cores from any "
-                "other process on them (two such processes can each run several times slower)",
-                "unset OMP_WAIT_POLICY (ownvoice then uses PASSIVE)",
+                f"{spinning}: waiting threads spin and take the cores from any other process "
+                "on them (two such processes can each run several times slower)",
+                "unset it (ownvoice then waits passively after a short spin)",
             )
         )
     return out
+
+
+def _spinning(env: dict) -> str | None:
+    """The setting that makes OpenMP threads spin long, if one does."""
+    from ownvoice.threads import KEEP_ENV
+
+    if env.get(KEEP_ENV, "") not in ("", "0"):
+        return f"{KEEP_ENV}={env[KEEP_ENV]} (OpenMP's own spinning)"
+    if env.get("OMP_WAIT_POLICY", "").upper() == "ACTIVE" and "GOMP_SPINCOUNT" not in env:
+        return "OMP_WAIT_POLICY=ACTIVE"
+    spins = env.get("GOMP_SPINCOUNT", "").strip().lower()
+    if spins == "infinity" or (spins.isdigit() and int(spins) > 100_000):
+        return f"GOMP_SPINCOUNT={env['GOMP_SPINCOUNT']}"
+    return None
 
 
 def _model_bytes(m: CachedModel) -> int:

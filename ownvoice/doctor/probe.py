@@ -32,6 +32,8 @@ ENV_VARS = (
     "HF_HUB_OFFLINE",
     "OMP_WAIT_POLICY",
     "OMP_NUM_THREADS",
+    "GOMP_SPINCOUNT",
+    "OWNVOICE_KEEP_OMP_WAITING",
 )
 KFD_TOPOLOGY = "/sys/class/kfd/kfd/topology/nodes"
 
