@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import re
 from typing import BinaryIO
 
 import numpy as np
@@ -33,27 +34,33 @@ ACCEPTED = "wav, flac, ogg (vorbis/opus) or mp3"
 AudioSource = str | os.PathLike | bytes | bytearray | memoryview | tuple[np.ndarray, int]
 
 
-def load_audio(source: AudioSource) -> tuple[np.ndarray, int]:
+def load_audio(source: AudioSource, max_seconds: float | None = None) -> tuple[np.ndarray, int]:
     """Read audio into (mono float32 samples (N,), sample rate).
 
     `source` is a file path, the raw bytes of an audio file (an upload), or `(samples, rate)`
     where samples is (N,) or (N, channels). Channels are averaged. Raises AudioError when the
     source cannot be read, is not one of the accepted formats, is empty or holds NaN/inf.
+
+    `max_seconds` bounds what an untrusted file may cost: a few hundred KB of FLAC can hold half
+    an hour of silence, so the length in the header is checked before decoding, and decoding
+    stops one frame past the limit whatever the header claims (a header can lie).
     """
     if isinstance(source, tuple):
         samples, rate = _from_array(source)
         what = "audio array"
+        if max_seconds is not None and len(samples) > max_seconds * rate:
+            raise _too_long(len(samples) / rate, max_seconds)
     elif isinstance(source, bytes | bytearray | memoryview):
         if len(source) == 0:
             raise AudioError("uploaded audio is empty (0 bytes)")
-        samples, rate = _decode(io.BytesIO(bytes(source)), "uploaded audio")
+        samples, rate = _decode(io.BytesIO(bytes(source)), "uploaded audio", max_seconds)
         what = "uploaded audio"
     elif isinstance(source, str | os.PathLike):
         path = os.fspath(source)
         if not os.path.isfile(path):
             raise AudioError(f"audio file {path!r} does not exist or is not a file")
         with open(path, "rb") as f:
-            samples, rate = _decode(f, f"audio file {path!r}")
+            samples, rate = _decode(f, f"audio file {path!r}", max_seconds)
         what = f"audio file {path!r}"
     else:
         raise AudioError(
@@ -70,7 +77,11 @@ def load_audio(source: AudioSource) -> tuple[np.ndarray, int]:
     return samples, rate
 
 
-def _decode(f: BinaryIO, what: str) -> tuple[np.ndarray, int]:
+MAX_CHANNELS = 8  # 7.1; more is not a recording of a voice (and multiplies the memory)
+MAX_SAMPLE_RATE = 384_000
+
+
+def _decode(f: BinaryIO, what: str, max_seconds: float | None = None) -> tuple[np.ndarray, int]:
     try:
         info = sf.info(f)
         f.seek(0)
@@ -78,14 +89,41 @@ def _decode(f: BinaryIO, what: str) -> tuple[np.ndarray, int]:
             raise AudioError(
                 f"{what} is {info.format_info or info.format}; accepted formats: {ACCEPTED}"
             )
-        samples, rate = sf.read(f, dtype="float32", always_2d=True)  # (N, channels)
+        if not 0 < info.channels <= MAX_CHANNELS or not 0 < info.samplerate <= MAX_SAMPLE_RATE:
+            raise AudioError(
+                f"{what} has {info.channels} channel(s) at {info.samplerate} Hz; at most "
+                f"{MAX_CHANNELS} channels and {MAX_SAMPLE_RATE} Hz are accepted"
+            )
+        limit = -1  # every frame
+        if max_seconds is not None:
+            limit = math.floor(max_seconds * info.samplerate)
+            if 0 < info.frames < 2**62 and info.frames > limit:  # 2**63-1: length unknown
+                raise _too_long(info.frames / info.samplerate, max_seconds)
+        # (N, channels); one frame past the limit tells a too-long file from one that fits
+        samples, rate = sf.read(
+            f, frames=limit + 1 if limit >= 0 else -1, dtype="float32", always_2d=True
+        )
     except AudioError:
         raise
     except Exception as e:  # libsndfile reports every decoding problem as a generic error
         raise AudioError(
-            f"{what} could not be decoded as audio ({e}); accepted formats: {ACCEPTED}"
+            f"{what} could not be decoded as audio ({_plain(e)}); accepted formats: {ACCEPTED}"
         ) from e
+    if limit >= 0 and len(samples) > limit:
+        raise _too_long(None, max_seconds)
     return samples, int(rate)
+
+
+def _too_long(seconds: float | None, max_seconds: float) -> AudioError:
+    length = f"{seconds:.1f} s long" if seconds is not None else "too long"
+    return AudioError(f"audio is {length}; at most {max_seconds:g} s is accepted")
+
+
+def _plain(e: Exception) -> str:
+    """libsndfile's message without the Python object it was handed (`<_io.BytesIO object at
+    0x7f...>` tells a user nothing and shows the server's memory layout)."""
+    text = re.sub(r"<[^<>]* at 0x[0-9a-fA-F]+>", "the file", str(e)).strip()
+    return text or type(e).__name__
 
 
 def _from_array(source: tuple) -> tuple[np.ndarray, int]:

@@ -44,3 +44,24 @@ def model_language(value: str | None) -> str | None:
 def iso_code(name: str) -> str | None:
     """The ISO code of a model language name ('english' -> 'en'), or None if unknown."""
     return ISO_CODES.get(name.strip().lower())
+
+
+# every language of the 12 Hz model family, for checks made before a model is loaded
+KNOWN = ("auto", *sorted(set(NAMES.values())))
+
+
+def check_language(value: str | None, supported=None, param: str = "language") -> str:
+    """The model's name for `value` ('auto' when blank), or InvalidInput listing the choices.
+    `supported`: the model's own list (engine.supported_languages); default: KNOWN."""
+    from ownvoice.errors import InvalidInput
+
+    name = model_language(value) or "auto"
+    choices = tuple(supported) if supported is not None else KNOWN
+    if name not in choices:
+        shown = value if len(value) <= 40 else value[:40] + "..."
+        raise InvalidInput(
+            f"language {shown!r} is not supported; use one of {', '.join(choices)} "
+            "(or an ISO code such as en, zh, pt-BR)",
+            param=param,
+        )
+    return name

@@ -43,10 +43,20 @@ MIN_REF_SECONDS, MAX_REF_SECONDS = 3.0, 30.0
 SILENCE_RMS = 10 ** (-50 / 20)  # below -50 dBFS RMS the clip is treated as silence
 CLIP_LEVEL = 0.999  # |sample| at or above this counts as clipped
 MAX_CLIPPED_FRACTION = 0.001  # more than 0.1 % clipped samples = distorted reference
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}$")
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}$"
+_NAME_RE = re.compile(NAME_PATTERN)
 NAME_RULE = (
     "1-64 characters: letters, digits, space, '_', '-', '.', starting with a letter or digit"
 )
+# names of the library's own layout: a voice folder with one of these names would be read as
+# part of the layout (`profiles/` nests the seed server's voices) or shadow a file of it
+RESERVED_NAMES = frozenset({"profiles", META_FILE, "reference.wav", "designs.json", "designs"})
+# a transcript longer than a 30 s clip can hold only slows every request with the voice
+MAX_REF_TEXT_CHARS = 1000
+MAX_LANGUAGE_CHARS = 32
+MAX_CONSENT_CHARS = 256
+# what an interrupted write leaves: `.tmp-<pid>-<hex>` (an upload), `.trash-<pid>-<hex>` (a delete)
+_LEFTOVER_RE = re.compile(r"^\.(tmp|trash)-(?:(\d+)-)?[0-9a-f]{32}$")
 
 
 class VoiceExists(InvalidInput):
@@ -78,8 +88,54 @@ def validate_name(name: str) -> str:
     """NFC-normalise a voice name and check it can safely be a folder name."""
     name = unicodedata.normalize("NFC", str(name)).strip()
     if not _NAME_RE.match(name) or ".." in name:
-        raise InvalidInput(f"voice name {name!r} is not allowed; use {NAME_RULE}", param="name")
+        shown = name if len(name) <= 80 else name[:80] + "..."
+        raise InvalidInput(f"voice name {shown!r} is not allowed; use {NAME_RULE}", param="name")
+    if name.lower() in RESERVED_NAMES:
+        raise InvalidInput(
+            f"voice name {name!r} is reserved by the voice library's layout; choose another",
+            param="name",
+        )
     return name
+
+
+def check_voice_fields(
+    ref_text: str | None, language: str | None, consent: str | None = None, languages=None
+) -> tuple[str | None, str | None]:
+    """The rules a voice's text fields meet at upload, the same ones speaking applies: a
+    transcript of at most MAX_REF_TEXT_CHARS, a language the model knows (`languages`: the
+    clone model's list, or every language of the model family when it is not loaded). Returns
+    (ref_text or None, language or None), stripped."""
+    from ownvoice.languages import check_language
+
+    ref_text = ref_text.strip() if ref_text and ref_text.strip() else None
+    if ref_text is not None and len(ref_text) > MAX_REF_TEXT_CHARS:
+        raise InvalidInput(
+            f"ref_text is {len(ref_text)} characters; at most {MAX_REF_TEXT_CHARS} (the "
+            "transcript of a clip of at most 30 s)",
+            param="ref_text",
+        )
+    language = language.strip() if language and language.strip() else None
+    if language is not None:
+        if len(language) > MAX_LANGUAGE_CHARS:
+            raise InvalidInput(
+                f"language is {len(language)} characters; at most {MAX_LANGUAGE_CHARS}",
+                param="language",
+            )
+        check_language(language, languages)
+    if consent is not None and len(consent) > MAX_CONSENT_CHARS:
+        raise InvalidInput(
+            f"consent is {len(consent)} characters; at most {MAX_CONSENT_CHARS} (a yes or an id)",
+            param="consent",
+        )
+    return ref_text, language
+
+
+def load_reference(source) -> tuple[np.ndarray, int]:
+    """Decode and check a reference clip (see check_reference), never decoding more than the
+    longest clip allowed."""
+    samples, rate = load_audio(source, max_seconds=MAX_REF_SECONDS)
+    check_reference(samples, rate)
+    return samples, rate
 
 
 def check_reference(samples: np.ndarray, sample_rate: int) -> None:
@@ -185,6 +241,11 @@ class VoiceLibrary:
             if not ref_audio.is_file() or ref_audio.stat().st_size == 0:
                 raise ValueError(f"reference audio {audio_name!r} is missing or empty")
             ref_text = meta.get("ref_text")
+            if isinstance(ref_text, str) and len(ref_text.strip()) > MAX_REF_TEXT_CHARS:
+                raise ValueError(
+                    f"'ref_text' is {len(ref_text.strip())} characters; at most "
+                    f"{MAX_REF_TEXT_CHARS} are used (a transcript of a clip of at most 30 s)"
+                )
             profile_id = meta.get("profile_id")
             language = meta.get("language")
             return VoiceProfile(
@@ -215,29 +276,31 @@ class VoiceLibrary:
         x_vector_only: bool = False,
         language: str | None = None,
         consent: dict | None = None,
+        languages=None,
     ) -> VoiceProfile:
         """Check and store a new profile; `audio` is a file path or the bytes of an audio file.
 
-        Without `ref_text` the profile is stored in x-vector-only mode (timbre only).
-        The clip is decoded, checked (3-30 s, not silent, not clipped) and stored as 16-bit WAV
-        at its own sample rate. The folder appears atomically: it is written under a hidden
-        temporary name and renamed into place.
+        Without `ref_text` the profile is stored in x-vector-only mode (timbre only). The fields
+        are checked as speaking checks them (`check_voice_fields`; `languages`: the clone
+        model's). The clip is decoded (never past 30 s), checked (3-30 s, not silent, not
+        clipped) and stored as 16-bit WAV at its own sample rate. The folder appears atomically:
+        it is written under a hidden temporary name and renamed into place. The profile
+        returned is the one written, even if another thread deletes it right after.
         """
         name = validate_name(name)
-        ref_text = ref_text.strip() if ref_text and ref_text.strip() else None
+        ref_text, language = check_voice_fields(ref_text, language, None, languages)
         # ICL (the better mode) needs the transcript; without one only the timbre can be used
         x_vector_only = bool(x_vector_only) or ref_text is None
-        samples, rate = load_audio(audio)
-        check_reference(samples, rate)
+        samples, rate = load_reference(audio)
         parent = self.root / "profiles" if (self.root / "profiles").is_dir() else self.root
         parent.mkdir(parents=True, exist_ok=True)
         with self._lock:
             if any(p.name.lower() == name.lower() for p in self.profiles()):
                 raise VoiceExists(f"a voice named {name!r} already exists", param="name")
             final = parent / name
-            if final.exists():
+            if os.path.lexists(final):  # a hand-made folder or file (never shown: a path)
                 raise VoiceExists(
-                    f"a folder named {name!r} already exists in {parent}", param="name"
+                    f"the name {name!r} is taken in the voice library's folder", param="name"
                 )
             meta = {
                 "name": name,
@@ -251,7 +314,7 @@ class VoiceLibrary:
             }
             if consent is not None:
                 meta["consent"] = consent
-            tmp = parent / f".tmp-{uuid.uuid4().hex}"
+            tmp = parent / f".tmp-{os.getpid()}-{uuid.uuid4().hex}"
             tmp.mkdir()
             try:
                 write_wav(tmp / "reference.wav", samples, rate)
@@ -260,7 +323,8 @@ class VoiceLibrary:
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
-        return self.get(name)
+            # read back under the lock: a delete of the same name waits for the answer
+            return self.get(name)
 
     def remove(self, key: str) -> VoiceProfile:
         """Delete a profile folder (renamed away first, so it vanishes atomically)."""
@@ -269,11 +333,33 @@ class VoiceLibrary:
             folder = profile.folder
             if not folder.resolve().is_relative_to(self.root.resolve()):  # never outside the root
                 raise InvalidInput(f"voice {key!r} is not inside the voice library", param="voice")
-            trash = folder.parent / f".trash-{uuid.uuid4().hex}"
+            trash = folder.parent / f".trash-{os.getpid()}-{uuid.uuid4().hex}"
             os.rename(folder, trash)
             shutil.rmtree(trash, ignore_errors=True)
             self._scanned.pop(folder, None)
         return profile
+
+    def clean_leftovers(self) -> list[str]:
+        """Remove what interrupted uploads and deletes left (`.tmp-*`, `.trash-*` folders of
+        processes no longer running), and nothing else; returns the names removed. Called when
+        the server starts."""
+        removed = []
+        with self._lock:
+            for parent in (self.root, self.root / "profiles"):
+                try:
+                    entries = list(os.scandir(parent))
+                except OSError:
+                    continue
+                for entry in entries:
+                    m = _LEFTOVER_RE.match(entry.name)
+                    if m is None or not entry.is_dir(follow_symlinks=False):
+                        continue
+                    pid = int(m.group(2)) if m.group(2) else None
+                    if pid is not None and pid != os.getpid() and _running(pid):
+                        continue  # another process is writing it now
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                    removed.append(entry.name)
+        return removed
 
     # -- encoded prompts ----------------------------------------------------------------------
 
@@ -316,6 +402,16 @@ class VoiceLibrary:
             while len(self._prompts) > self._prompt_cache_size:
                 self._prompts.popitem(last=False)
         return prompt
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
 
 
 def _prompt_key(audio: bytes, ref_text: str | None, x_vector_only: bool, model_key: str) -> str:

@@ -67,6 +67,13 @@ def create_app(
         for note in settings.compat_notes():
             log.info("config: %s", note)
         log.info("%s", await asyncio.to_thread(_gpu_line, settings.device))
+        removed = await asyncio.to_thread(library.clean_leftovers)
+        if removed:
+            log.info(
+                "voice library: removed %d leftover(s) of interrupted uploads or deletes (%s)",
+                len(removed),
+                ", ".join(removed),
+            )
         if doctor:
             await asyncio.to_thread(_check_environment, settings, app)
         loading = asyncio.create_task(_load(app))
@@ -110,7 +117,25 @@ def create_app(
         if hasattr(module, "public"):
             app.include_router(module.public)
         app.include_router(module.router)
+    app.openapi = lambda: _openapi(app, settings)
     return app
+
+
+def _openapi(app: FastAPI, settings: ServerSettings) -> dict:
+    """FastAPI's document plus the limits this configuration enforces (the text length is a
+    setting, so the models cannot carry it)."""
+    if app.openapi_schema is None:
+        schema = FastAPI.openapi(app)
+        for name in ("SpeechRequest", "VoiceCloneRequest"):
+            text = schema["components"]["schemas"][name]["properties"]["input"]
+            # at least one character that is not a space: blank text is refused
+            text.update(minLength=1, maxLength=settings.limits.max_input_chars, pattern=r"\S")
+        if settings.server.api_key is None:  # no key configured: nothing asks for one
+            schema.get("components", {}).pop("securitySchemes", None)
+            for operations in schema["paths"].values():
+                for operation in operations.values():
+                    operation.pop("security", None)
+    return app.openapi_schema
 
 
 async def _load(app: FastAPI) -> None:

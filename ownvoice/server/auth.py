@@ -11,7 +11,8 @@ from __future__ import annotations
 import hmac
 import json
 
-from fastapi import Request
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 
 from ownvoice.server.errors import Unauthorized, error_body
@@ -20,7 +21,12 @@ from ownvoice.server.errors import Unauthorized, error_body
 DRAIN_BYTES = 64 * 2**20
 
 
-def require_api_key(request: Request) -> None:
+# declares the Bearer scheme in the OpenAPI document; the check below is our own (its 401 is in
+# the error envelope, and the key is compared in constant time)
+_BEARER = Depends(HTTPBearer(auto_error=False, description="server.api_key, when one is set"))
+
+
+def require_api_key(request: Request, _: HTTPAuthorizationCredentials | None = _BEARER) -> None:
     """FastAPI dependency: raises Unauthorized (401) unless the Bearer key matches."""
     key = request.app.state.settings.server.api_key
     if key is None:

@@ -15,6 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from ownvoice.errors import (  # noqa: F401  (re-exported: the server's errors in one place)
     EngineBusy,
@@ -136,10 +137,13 @@ def install_error_handlers(app: FastAPI) -> None:
         code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(
             exc.status_code
         )
+        headers = dict(getattr(exc, "headers", None) or {})
+        if exc.status_code == 405:  # Starlette names the first route's methods, not all of them
+            headers["Allow"] = ", ".join(_methods_for(request))
         return JSONResponse(
             error_body(str(exc.detail), type_, None, code),
             status_code=exc.status_code,
-            headers=getattr(exc, "headers", None),
+            headers=headers or None,
         )
 
     @app.exception_handler(Exception)
@@ -148,3 +152,14 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse(
             error_body(f"internal error: {type(exc).__name__}", "server_error"), status_code=500
         )
+
+
+def _methods_for(request: Request) -> list[str]:
+    """Every method some route serves at this path (GET /v1/audio/voices is public, POST is
+    behind the key: two routers, one path), found by asking each route as the router does."""
+    allowed = []
+    for method in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"):
+        scope = {**request.scope, "method": method}
+        if any(r.matches(scope)[0] == Match.FULL for r in request.app.router.routes):
+            allowed.append(method)
+    return allowed

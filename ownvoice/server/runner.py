@@ -19,6 +19,9 @@ import time
 
 import uvicorn
 
+from ownvoice.server.malformed import enveloped_http
+from ownvoice.server.streaming import QuietCuts
+
 log = logging.getLogger("ownvoice.server")
 
 CLOSE_WAIT_S = 5.0  # uvicorn's wait for connections to close once nothing runs any more
@@ -82,8 +85,10 @@ def run_server(app, settings) -> int:
         access_log=False,  # the server logs one line per speech request itself
         log_config=None,  # keep the caller's logging set-up
         timeout_graceful_shutdown=CLOSE_WAIT_S,
+        http=enveloped_http(),  # a request too broken to parse is refused in the envelope too
     )
     server = DrainingServer(config, app.state.drain, settings.server.shutdown_timeout_s)
+    logging.getLogger("uvicorn.error").addFilter(QuietCuts())
     fatal: list[BaseException] = []
 
     def stop(exc: BaseException) -> None:

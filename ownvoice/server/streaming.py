@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextvars
 import json
 import logging
 import time
@@ -114,8 +115,11 @@ class RequestRecord:
                 fields.append(f"speed={plan.speed:g}")
             if plan.ignored:
                 fields.append(f"ignored={','.join(plan.ignored)}")
-        if self.stop:
-            fields.append(f"stop={self.stop}")
+        # why the service stopped it (shutdown, stalled, timeout) says more than the engine's
+        # "cancelled", which is all the engine knows
+        stop = getattr(self.job, "stop_reason", None) or self.stop
+        if stop:
+            fields.append(f"stop={stop}")
         if self.log_text and self.text is not None:
             fields.append(f"text={self.text[:500]!r}")
         log.info(" ".join(fields))
@@ -125,6 +129,20 @@ class RequestRecord:
 
 class StreamAborted(Exception):
     """Ends a response without completing it: the server closes the connection mid-body."""
+
+
+# set in the request's own task when a stream is cut on purpose (already logged here)
+_cut_on_purpose = contextvars.ContextVar("ownvoice_cut_on_purpose", default=False)
+
+
+class QuietCuts(logging.Filter):
+    """For uvicorn's error logger: a response this server cut off on purpose (shutdown, a
+    failure after the headers) is logged once, by the request's own line, not again as
+    uvicorn's "ASGI callable returned without completing response" error. uvicorn logs that
+    in the request's task, where `_cut_on_purpose` was set."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (_cut_on_purpose.get() and "without completing response" in record.getMessage())
 
 
 class _ClientStalled(Exception):
@@ -158,7 +176,7 @@ class AudioStreamResponse(StreamingResponse):
             self.on_stall()
             await self.body_iterator.aclose()  # its cleanup frees the slot now, not at GC
         except StreamAborted:
-            pass  # uvicorn closes the connection; the client sees an incomplete body
+            _cut_on_purpose.set(True)  # uvicorn closes the connection: an incomplete body
 
 
 class SpeechResponder:

@@ -23,8 +23,10 @@ from dataclasses import dataclass, field, replace
 
 from ownvoice.engine.options import SamplingOptions, SynthesisOptions
 from ownvoice.errors import InvalidInput, PayloadTooLarge
-from ownvoice.languages import model_language
+from ownvoice.languages import KNOWN as KNOWN_LANGS
+from ownvoice.languages import check_language, model_language
 from ownvoice.service.voices import VoiceChoice
+from ownvoice.voices import check_voice_fields
 
 log = logging.getLogger("ownvoice.server")
 
@@ -171,7 +173,7 @@ class SpeechPlanner:
         text = self._check_input(req.input)
         worker = self.pool.for_role("clone", param="ref_audio")
         reference = self._decode_base64(req.ref_audio or "")
-        ref_text = req.ref_text.strip() if req.ref_text and req.ref_text.strip() else None
+        ref_text, _ = check_voice_fields(req.ref_text, None)  # the rules of a voice upload
         x_vector_only = bool(req.x_vector_only_mode)
         if not x_vector_only and ref_text is None:
             raise InvalidInput(
@@ -225,13 +227,8 @@ class SpeechPlanner:
         return profile.x_vector_only
 
     def _options(self, req: SpeechInput, default_language: str | None, engine) -> SynthesisOptions:
-        language = model_language(req.language) or model_language(default_language) or "auto"
-        if engine is not None and language not in engine.supported_languages:
-            raise InvalidInput(
-                f"language {req.language or default_language!r} is not supported; use one of "
-                + ", ".join(engine.supported_languages),
-                param="language",
-            )
+        asked = req.language if model_language(req.language) else default_language
+        language = check_language(asked, engine.supported_languages if engine else KNOWN_LANGS)
         options = SynthesisOptions(
             language=language,
             sampling=SamplingOptions(**_sampling(req)),
@@ -292,13 +289,11 @@ def _voice(plan: SpeechPlan, engine, pool, library):
     if choice.profile is not None:
         key = pool.model_key(choice.worker)
         return library.prompt(choice.profile, engine, key, plan.x_vector_only)
-    from ownvoice.audio import load_audio
     from ownvoice.errors import AudioError
-    from ownvoice.voices import check_reference
+    from ownvoice.voices import load_reference
 
     try:
-        samples, rate = load_audio(plan.reference)
-        check_reference(samples, rate)
+        samples, rate = load_reference(plan.reference)
     except AudioError as e:
         raise AudioError(f"ref_audio: {e.message}", param="ref_audio") from e
     return engine.make_voice(

@@ -15,6 +15,7 @@ import uvicorn
 
 from ownvoice.audio import write_wav
 from ownvoice.server import create_app
+from ownvoice.server.malformed import enveloped_http
 from ownvoice.server.settings import ServerSettings
 
 
@@ -42,7 +43,9 @@ def live_server(
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="on", http=enveloped_http()
+    )  # as runner.run_server configures it
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

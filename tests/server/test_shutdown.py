@@ -106,6 +106,9 @@ def test_sigint_cuts_off_what_runs_past_the_shutdown_timeout(start_server):
     # about 1.2 s of this is the interpreter exiting (torch's teardown) on a busy 2-core box
     assert time.monotonic() - t0 < 4.0, "the server took too long to exit"
     assert "stopping 1 request(s) still running" in out
+    # one line says what happened to the request; no error from uvicorn about it
+    assert "speech aborted" in out and "stop=shutdown" in out, out
+    assert "without completing response" not in out and "cancelled" not in out, out
 
 
 def test_an_aborted_drain_ends_sse_with_an_error_and_queued_requests_with_503(tmp_path):

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from ownvoice import __version__
 from ownvoice.server.auth import require_api_key
+from ownvoice.server.protocol import ERROR_RESPONSES
 
 public = APIRouter()
-router = APIRouter(dependencies=[Depends(require_api_key)])
+router = APIRouter(dependencies=[Depends(require_api_key)], responses=ERROR_RESPONSES)
+_STATUS = {"content": {"application/json": {"schema": {"type": "object"}}}}
 
 
-@public.get("/health")
+@public.get("/health", responses={503: {"description": "A model failed to load", **_STATUS}})
 async def health(request: Request) -> JSONResponse:
     """200 while the process can serve (503 once a model failed to load); says which models
     run where, and carries the loud warnings (CPU instead of GPU, exposed without a key)."""
@@ -37,7 +39,9 @@ async def health(request: Request) -> JSONResponse:
     return JSONResponse(body, status_code=503 if failed else 200)
 
 
-@public.get("/ready")
+@public.get(
+    "/ready", responses={503: {"description": "Not ready (loading or draining)", **_STATUS}}
+)
 async def ready(request: Request) -> JSONResponse:
     pool, draining = request.app.state.pool, request.app.state.drain.draining
     ready = pool.ready and not draining  # a load balancer stops sending once a drain begins
@@ -49,7 +53,12 @@ async def ready(request: Request) -> JSONResponse:
     return JSONResponse(body, status_code=200 if ready else 503)
 
 
-@router.get("/metrics")
+@router.get(
+    "/metrics",
+    response_class=PlainTextResponse,
+    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+)
 async def metrics(request: Request) -> Response:
+    """Prometheus text exposition."""
     m = request.app.state.metrics
     return Response(m.render(), media_type=m.content_type)

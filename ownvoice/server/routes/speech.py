@@ -7,13 +7,24 @@ import logging
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
+from ownvoice.encode import MEDIA_TYPES
 from ownvoice.server.auth import require_api_key
 from ownvoice.server.protocol import ERROR_RESPONSES, SpeechRequest, VoiceCloneRequest
 
 log = logging.getLogger("ownvoice.server")
 router = APIRouter(dependencies=[Depends(require_api_key)], responses=ERROR_RESPONSES)
 
-_AUDIO = {200: {"content": {"application/octet-stream": {}, "text/event-stream": {}}}}
+_BYTES = {"schema": {"type": "string", "format": "binary"}}
+# what is actually sent: the response_format's type, or SSE events for stream_format=sse
+_AUDIO = {
+    200: {
+        "description": "The audio, streamed as it is made (or SSE events)",
+        "content": {
+            **{media: _BYTES for media in dict.fromkeys(MEDIA_TYPES.values())},
+            "text/event-stream": {"schema": {"type": "string"}},
+        },
+    }
+}
 
 
 @router.post("/v1/audio/speech", response_class=Response, responses=_AUDIO)

@@ -21,12 +21,22 @@ from ownvoice.server.protocol import (
     VoiceListResponse,
     VoiceResource,
 )
+from ownvoice.voices import (
+    MAX_CONSENT_CHARS,
+    MAX_LANGUAGE_CHARS,
+    MAX_REF_TEXT_CHARS,
+    NAME_PATTERN,
+    NAME_RULE,
+    RESERVED_NAMES,
+    check_voice_fields,
+)
 
 log = logging.getLogger("ownvoice.server")
 public = APIRouter(responses=ERROR_RESPONSES)
 router = APIRouter(dependencies=[Depends(require_api_key)], responses=ERROR_RESPONSES)
 
 _NO = ("", "0", "false", "no", "off", "none", "null")
+_YES = ("1", "true", "yes", "on")
 
 
 @public.get("/v1/audio/voices", response_model=VoiceListResponse)
@@ -56,7 +66,53 @@ async def clone_capabilities(request: Request) -> dict:
     }
 
 
-@router.post("/v1/audio/voices", response_model=VoiceResource)
+_FLAG = {"type": "string", "enum": ["true", "false"]}
+# the multipart body, read by hand (a file and text fields); FastAPI cannot infer it
+_UPLOAD_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["name", "audio_sample", "consent"],
+                    "properties": {
+                        "name": {
+                            "type": "string",
+                            "pattern": NAME_PATTERN,
+                            "description": f"{NAME_RULE}; not one of {sorted(RESERVED_NAMES)}",
+                        },
+                        "audio_sample": {
+                            "type": "string",
+                            "format": "binary",
+                            "description": "WAV, FLAC, Ogg or MP3: 3-30 s of clean speech",
+                        },
+                        "consent": {
+                            "type": "string",
+                            "minLength": 1,
+                            "maxLength": MAX_CONSENT_CHARS,
+                            "description": "The speaker agreed to be cloned: true, or an id",
+                        },
+                        "ref_text": {
+                            "type": "string",
+                            "maxLength": MAX_REF_TEXT_CHARS,
+                            "description": "Transcript of the clip (ICL cloning, the better one)",
+                        },
+                        "language": {
+                            "type": "string",
+                            "maxLength": MAX_LANGUAGE_CHARS,
+                            "description": "Language name or code (English, en, zh, ...)",
+                        },
+                        "x_vector_only_mode": _FLAG,
+                    },
+                }
+            }
+        },
+    }
+}
+
+
+@router.post("/v1/audio/voices", response_model=VoiceResource, openapi_extra=_UPLOAD_BODY)
 async def create_voice(request: Request) -> dict:
     """Multipart: name, audio_sample (file), consent, and optional ref_text, language,
     x_vector_only_mode. The clip must be 3-30 s of clean speech."""
@@ -72,6 +128,10 @@ async def create_voice(request: Request) -> dict:
         if not isinstance(upload, UploadFile):
             raise InvalidInput("audio_sample must be an attached audio file", param="audio_sample")
         consent = _text(form, "consent")
+        x_vector_only = _flag(form, "x_vector_only_mode")
+        ref_text, language = check_voice_fields(
+            _text(form, "ref_text"), _text(form, "language"), consent, _clone_languages(state)
+        )
         if consent.lower() in _NO:
             raise InvalidInput(
                 "consent is required: confirm that the speaker agreed to have their voice "
@@ -90,10 +150,11 @@ async def create_voice(request: Request) -> dict:
                 state.library.add,
                 name,
                 data,
-                ref_text=_text(form, "ref_text") or None,
-                x_vector_only=_text(form, "x_vector_only_mode").lower() not in _NO,
-                language=_text(form, "language") or None,
+                ref_text=ref_text,
+                x_vector_only=x_vector_only,
+                language=language,
                 consent=record,
+                languages=_clone_languages(state),
             )
         except AudioError as e:
             raise AudioError(f"audio_sample: {e.message}", param="audio_sample") from e
@@ -119,6 +180,22 @@ def _text(form, key: str) -> str:
     if not isinstance(value, str):
         raise InvalidInput(f"{key} must be a text field, not a file", param=key)
     return value.strip()
+
+
+def _flag(form, key: str) -> bool:
+    """A yes/no form field, strictly: a value that is neither is refused, not read as yes."""
+    value = _text(form, key).lower()
+    if value in _NO:
+        return False
+    if value in _YES:
+        return True
+    raise InvalidInput(f"{key} must be true or false, not {value[:40]!r}", param=key)
+
+
+def _clone_languages(state) -> list[str] | None:
+    """The clone model's languages when it is loaded (None: every language of the family)."""
+    worker = state.pool.workers.get(state.pool.roles.get("clone") or "")
+    return worker.engine.supported_languages if worker and worker.engine else None
 
 
 def _resource(profile) -> dict:
