@@ -85,6 +85,10 @@ class DesignLibrary:
     ) -> DesignedVoice:
         name = name.strip() if isinstance(name, str) else name
         check_design(name, instructions)
+        if language is not None and language.strip():  # refused now, not when it speaks
+            from ownvoice.languages import check_language
+
+            check_language(language)
         if name.lower() in self._config_keys():
             raise InvalidInput(
                 f"designed voice {name!r} is set in the config; change it there", param="name"

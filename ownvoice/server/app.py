@@ -27,6 +27,7 @@ from ownvoice.server.auth import BodyLimit
 from ownvoice.server.drain import Drain, DrainGuard
 from ownvoice.server.errors import install_error_handlers
 from ownvoice.server.hosts import HostGuard, HostPolicy
+from ownvoice.server.openapi import document
 from ownvoice.server.paths import CollapseSlashes
 from ownvoice.server.refusals import RefusalLog
 from ownvoice.server.routes import designs as design_routes
@@ -117,25 +118,8 @@ def create_app(
         if hasattr(module, "public"):
             app.include_router(module.public)
         app.include_router(module.router)
-    app.openapi = lambda: _openapi(app, settings)
+    app.openapi = lambda: document(app, settings)
     return app
-
-
-def _openapi(app: FastAPI, settings: ServerSettings) -> dict:
-    """FastAPI's document plus the limits this configuration enforces (the text length is a
-    setting, so the models cannot carry it)."""
-    if app.openapi_schema is None:
-        schema = FastAPI.openapi(app)
-        for name in ("SpeechRequest", "VoiceCloneRequest"):
-            text = schema["components"]["schemas"][name]["properties"]["input"]
-            # at least one character that is not a space: blank text is refused
-            text.update(minLength=1, maxLength=settings.limits.max_input_chars, pattern=r"\S")
-        if settings.server.api_key is None:  # no key configured: nothing asks for one
-            schema.get("components", {}).pop("securitySchemes", None)
-            for operations in schema["paths"].values():
-                for operation in operations.values():
-                    operation.pop("security", None)
-    return app.openapi_schema
 
 
 async def _load(app: FastAPI) -> None:

@@ -8,9 +8,9 @@ debug level. pydantic lives here and in the routes, nowhere else.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
 
 from ownvoice.service.planning import SpeechInput
 
@@ -18,8 +18,27 @@ ResponseFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]
 StreamFormat = Literal["audio", "sse"]
 
 
+def _integer(value):
+    """JSON Schema's integer: 3 and 3.0, not true, "3" or 3.5 (pydantic's lax mode takes the
+    first two, strict mode refuses 3.0)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("Input should be an integer")
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise ValueError("Input should be an integer")
+        return int(value)
+    return value
+
+
+def integer(**limits) -> type:
+    """An integer field with JSON Schema's meaning and these limits (ge=, le=)."""
+    return Annotated[int, Field(**limits), BeforeValidator(_integer)]
+
+
 class OpenAIBaseModel(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    # strict: `"seed": true` or `"speed": "1"` is refused, not read as 1 (JSON numbers still
+    # fill float fields)
+    model_config = ConfigDict(extra="allow", strict=True)
 
 
 class VoiceRef(OpenAIBaseModel):
@@ -39,13 +58,13 @@ class _SpeechOptions(OpenAIBaseModel):
     # ownvoice extensions (Qwen3-TTS)
     language: str | None = None
     """Language name or code (English, en, Chinese, zh, ...); default: auto, or the voice's."""
-    seed: int | None = None
+    seed: integer(ge=-(2**63), le=2**64 - 1) | None = None
     """Sampling seed; the same seed, text and voice give the same audio."""
     temperature: float | None = Field(None, gt=0)
-    top_k: int | None = Field(None, ge=0)
+    top_k: integer(ge=0) | None = None
     top_p: float | None = Field(None, gt=0, le=1)
-    max_frames: int | None = Field(
-        None, ge=1, validation_alias=AliasChoices("max_frames", "max_new_tokens")
+    max_frames: integer(ge=1) | None = Field(
+        None, validation_alias=AliasChoices("max_frames", "max_new_tokens")
     )
     """Cap on codec frames per text piece (12.5 per second of audio)."""
     x_vector_only_mode: bool | None = None
@@ -113,6 +132,7 @@ class ErrorInfo(BaseModel):
     type: str
     param: str | None = None
     code: str | None = None
+    request_id: str | None = None  # as in the x-request-id header and the server's log
 
 
 class ErrorResponse(BaseModel):
@@ -154,10 +174,12 @@ class VoiceListResponse(BaseModel):
 class DesignRequest(BaseModel):
     """POST /v1/audio/designs: a VoiceDesign description saved as `design:<name>`."""
 
-    name: str = Field(min_length=1, max_length=64)
-    instructions: str = Field(min_length=1, max_length=4096)
+    model_config = ConfigDict(strict=True)
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}$")
+    instructions: str = Field(min_length=1, max_length=4096, pattern=r"\S")
     language: str | None = None
-    seed: int | None = Field(None, ge=0, le=2**32 - 1)
+    seed: integer(ge=0, le=2**32 - 1) | None = None
 
 
 class DesignResource(BaseModel):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.responses import JSONResponse, Response
 
 from ownvoice import __version__
 from ownvoice.server.auth import require_api_key
@@ -55,7 +55,7 @@ async def ready(request: Request) -> JSONResponse:
 
 @router.get(
     "/metrics",
-    response_class=PlainTextResponse,
+    response_class=Response,  # not PlainTextResponse: its 401 is JSON, as documented
     responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
 )
 async def metrics(request: Request) -> Response:

@@ -21,7 +21,14 @@ _AUDIO = {
         "description": "The audio, streamed as it is made (or SSE events)",
         "content": {
             **{media: _BYTES for media in dict.fromkeys(MEDIA_TYPES.values())},
-            "text/event-stream": {"schema": {"type": "string"}},
+            # each event: `data:` a JSON speech.audio.delta / .done / .error
+            "text/event-stream": {
+                "schema": {
+                    "type": "object",
+                    "required": ["data"],
+                    "properties": {"data": {"type": "string"}, "event": {"type": "string"}},
+                }
+            },
         },
     }
 }

@@ -1,0 +1,68 @@
+"""The OpenAPI document, made to say exactly what this server accepts.
+
+FastAPI's document is built from the wire types, which cannot know what a configuration and
+the loaded models allow. On top of it: the text length limit (limits.max_input_chars), the
+voices that exist now (an enum: a name that is not listed is refused with 400), the languages
+(names and codes), the rules that tie fields together (the `design` voice needs instructions;
+ICL cloning needs the transcript), and no security scheme when no API key is set. The voices
+change while the server runs, so the document is made again on each request for it (a few
+milliseconds; clients read it rarely).
+"""
+
+from __future__ import annotations
+
+import copy
+
+from fastapi import FastAPI
+
+from ownvoice.languages import KNOWN, NAMES
+
+NOT_BLANK = r"\S"  # at least one character that is not a space: blank text is refused
+
+
+def document(app: FastAPI, settings) -> dict:
+    if app.openapi_schema is None:
+        FastAPI.openapi(app)  # the static part, once (FastAPI caches it on the app)
+    doc = copy.deepcopy(app.openapi_schema)
+    schemas = doc["components"]["schemas"]
+    languages = {"type": "string", "enum": sorted({*KNOWN, *NAMES})}
+    for name in ("SpeechRequest", "VoiceCloneRequest"):
+        props = schemas[name]["properties"]
+        props["input"].update(
+            minLength=1, maxLength=settings.limits.max_input_chars, pattern=NOT_BLANK
+        )
+        props["language"]["anyOf"] = [languages, {"type": "null"}]
+    schemas["DesignRequest"]["properties"]["language"]["anyOf"] = [languages, {"type": "null"}]
+    _voices(schemas, [v["id"] for v in app.state.voicemap.list()])
+    # one-shot ICL cloning needs the clip's transcript; x-vector mode does not
+    schemas["VoiceCloneRequest"]["if"] = {
+        "not": {
+            "properties": {"x_vector_only_mode": {"const": True}},
+            "required": ["x_vector_only_mode"],
+        }
+    }
+    schemas["VoiceCloneRequest"]["then"] = _required_text("ref_text")
+    if settings.server.api_key is None:  # no key configured: nothing asks for one
+        doc["components"].pop("securitySchemes", None)
+        for operations in doc["paths"].values():
+            for operation in operations.values():
+                operation.pop("security", None)
+    return doc
+
+
+def _voices(schemas: dict, voices: list[str]) -> None:
+    speech = schemas["SpeechRequest"]
+    for branch in speech["properties"]["voice"]["anyOf"]:
+        if branch.get("type") == "string":
+            branch["enum"] = voices
+    schemas["VoiceRef"]["properties"]["id"]["enum"] = voices
+    if "design" in voices:  # the bare design voice speaks the description in the request
+        speech["if"] = {"properties": {"voice": {"const": "design"}}, "required": ["voice"]}
+        speech["then"] = {"anyOf": [_required_text("instructions"), _required_text("instruct")]}
+
+
+def _required_text(field: str) -> dict:
+    return {
+        "required": [field],
+        "properties": {field: {"type": "string", "pattern": NOT_BLANK}},
+    }
