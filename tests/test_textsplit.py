@@ -82,6 +82,23 @@ def test_chunks_merge_sentences_up_to_the_limit():
         assert chunk.endswith("here.")
 
 
+@pytest.mark.parametrize(
+    "chunker", [chunk_text, lambda t, n: [c.text for c in chunk_paragraphs(t, n)]]
+)
+def test_the_limit_is_exact_at_under_and_over(chunker):
+    """Two sentences whose join is exactly the limit are one request; one character less and
+    they are two. A sentence of exactly the limit is kept whole; one more and it is cut."""
+    a, b = "The first sentence ends here.", "And the second one too."
+    joined = len(a) + 1 + len(b)
+    assert chunker(f"{a} {b}", joined) == [f"{a} {b}"]
+    assert chunker(f"{a} {b}", joined - 1) == [a, b]
+    long = "Words without any punctuation go on and on until the very end."
+    assert chunker(long, len(long)) == [long]
+    cut = chunker(long, len(long) - 1)
+    assert len(cut) == 2 and all(len(c) <= len(long) - 1 for c in cut)
+    assert " ".join(cut) == long
+
+
 def test_a_sentence_is_only_split_when_it_alone_is_too_long():
     long = (
         "This sentence is long, with clauses that go on, and on; it keeps going: "
