@@ -27,14 +27,19 @@ def speech_samples(text: str) -> int:
     return round(len(text) * SECONDS_PER_CHAR * 100) * (SR // 100)
 
 
-def speech(text: str, gain_db: float = 0.0, stretch: float = 1.0) -> np.ndarray:
-    """Voiced, syllable-modulated tone: loud enough to measure, never silent inside."""
+def speech(
+    text: str, gain_db: float = 0.0, stretch: float = 1.0, spike: bool = False
+) -> np.ndarray:
+    """Voiced, syllable-modulated tone: loud enough to measure, never silent inside. `spike`
+    puts a click near full scale in the middle (a peak the loudness gain must respect)."""
     n = round(speech_samples(text) * stretch)
     t = np.arange(n) / SR
     f0 = 130 + 10 * (sum(map(ord, text)) % 7)
     voiced = sum(np.sin(2 * np.pi * f0 * k * t) / k for k in range(1, 6))
     envelope = 0.65 + 0.35 * np.sin(2 * np.pi * 4.0 * t)
     body = 0.12 * 10 ** (gain_db / 20) * envelope * voiced
+    if spike:
+        body[n // 2 : n // 2 + 3] = 0.95
     out = np.concatenate([np.zeros(round(LEAD_S * SR)), body, np.zeros(round(TRAIL_S * SR))])
     return out.astype(np.float32)
 
@@ -44,6 +49,7 @@ class FakeSpeechServer:
         self.delay_s = delay_s  # every answer takes at least this long
         self.stall_s = stall_s  # how long a "stall" hangs before answering
         self.gain_db = gain_db or (lambda text: 0.0)
+        self.spike = lambda text: False  # which texts get a click near full scale
         self.scripts: dict[str, list[str]] = {}
         self.counts: Counter[str] = Counter()  # input text -> requests
         self.answered: Counter[str] = Counter()  # input text -> 200 responses sent
@@ -145,7 +151,7 @@ class FakeSpeechServer:
                 if action == "stall":
                     time.sleep(server.stall_s)
                 stretch = {"runaway": 20.0, "short": 0.05}.get(action, 1.0)
-                audio = speech(text, server.gain_db(text), stretch)
+                audio = speech(text, server.gain_db(text), stretch, server.spike(text))
                 pcm = (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
                 self._send(200, pcm, "audio/pcm")
                 with server._lock:
