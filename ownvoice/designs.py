@@ -23,10 +23,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ownvoice.errors import InvalidInput, VoiceNotFound
+from ownvoice.languages import check_language
+from ownvoice.voices import NAME_PATTERN
 
 DESIGNS_FILE = "designs.json"
 PREFIX = "design:"
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}$")
+_NAME_RE = re.compile(NAME_PATTERN)  # the rule cloned voices' names follow
 MAX_DESCRIPTION = 4096
 
 
@@ -86,8 +88,6 @@ class DesignLibrary:
         name = name.strip() if isinstance(name, str) else name
         check_design(name, instructions)
         if language is not None and language.strip():  # refused now, not when it speaks
-            from ownvoice.languages import check_language
-
             check_language(language)
         if name.lower() in self._config_keys():
             raise InvalidInput(

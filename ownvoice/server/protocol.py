@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
 
 from ownvoice.service.planning import SpeechInput
+from ownvoice.voices import NAME_PATTERN
 
 ResponseFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]
 StreamFormat = Literal["audio", "sse"]
@@ -176,7 +177,7 @@ class DesignRequest(BaseModel):
 
     model_config = ConfigDict(strict=True)
 
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}$")
+    name: str = Field(pattern=NAME_PATTERN)
     instructions: str = Field(min_length=1, max_length=4096, pattern=r"\S")
     language: str | None = None
     seed: integer(ge=0, le=2**32 - 1) | None = None
