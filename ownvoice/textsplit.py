@@ -154,12 +154,12 @@ def hard_split(sentence: str, max_chars: int) -> list[str]:
     cuts = [m.end() for m in _CLAUSE_END.finditer(sentence)]
     clauses = _cut(sentence, cuts)
     pieces: list[str] = []
-    for clause in _pack(clauses, max_chars):
+    for clause in pack(clauses, max_chars):
         if len(clause) <= max_chars:
             pieces.append(clause)
             continue
         words = [w.strip() for w in _WORD.findall(clause)]
-        for part in _pack(words, max_chars):
+        for part in pack(words, max_chars):
             pieces += [part[i : i + max_chars] for i in range(0, len(part), max_chars)]
     return pieces
 
@@ -170,7 +170,7 @@ def _cut(text: str, positions: list[int]) -> list[str]:
     return [p for p in parts if p]
 
 
-def _pack(parts: Iterable[str], max_chars: int) -> list[str]:
+def pack(parts: Iterable[str], max_chars: int) -> list[str]:
     """Greedily join consecutive parts while the result stays within `max_chars`."""
     out: list[str] = []
     for part in parts:
@@ -192,7 +192,7 @@ def chunk_text(text: str, max_chars: int, language: str | None = None) -> list[s
     """Sentences merged into chunks of at most `max_chars`; a sentence is only split when it
     alone is longer than `max_chars`. Paragraph breaks are not kept (see chunk_paragraphs)."""
     _check_max(max_chars)
-    return _pack(split_sentences(text, language, max_chars), max_chars)
+    return pack(split_sentences(text, language, max_chars), max_chars)
 
 
 def chunk_paragraphs(
@@ -210,7 +210,7 @@ def chunk_paragraphs(
     for paragraph in paragraphs:
         if not any(c.isalnum() for c in paragraph):
             continue  # a scene break like "* * *" has nothing to say
-        texts = _pack(_paragraph_sentences(paragraph, language, max_chars), max_chars)
+        texts = pack(_paragraph_sentences(paragraph, language, max_chars), max_chars)
         chunks += [TextChunk(t, "sentence") for t in texts[:-1]]
         chunks.append(TextChunk(texts[-1], "paragraph"))
     return chunks

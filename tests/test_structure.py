@@ -28,6 +28,17 @@ def test_service_imports_no_http_framework_and_no_pydantic():
     assert out.stdout.strip() == "", f"the service pulled in: {out.stdout.strip()}"
 
 
+def test_the_wyoming_front_end_uses_the_service_not_the_http_server():
+    code = (
+        "import sys\nimport ownvoice.wyoming\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('fastapi', 'starlette', 'pydantic', 'uvicorn') or m.startswith('ownvoice.server'))\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "", f"ownvoice.wyoming pulled in: {out.stdout.strip()}"
+
+
 def test_the_service_and_model_never_import_the_front_ends():
     pattern = re.compile(r"^\s*(from|import) ownvoice\.(server|cli|audiobook|web|wyoming)\b", re.M)
     for layer in ("model", "engine", "service"):

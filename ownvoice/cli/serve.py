@@ -4,6 +4,7 @@
     ownvoice serve --config config.yaml              # models, roles, limits (config.example.yaml)
     ownvoice serve --model ./my-checkpoint --port 9000
     ownvoice serve --model ./cv-ckpt --model ./base-ckpt   # roles chosen by each checkpoint's type
+    ownvoice serve --wyoming tcp://0.0.0.0:10200     # also speak Wyoming (Home Assistant)
 
 Environment variables OWNVOICE_<KEY> (nested with __, e.g. OWNVOICE_SERVER__API_KEY) override
 the config file; command-line flags override both.
@@ -36,6 +37,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--voices-dir", help="voice library folder (default ./voices)")
     p.add_argument("--lazy", action="store_true", help="load models on first use")
     p.add_argument(
+        "--wyoming",
+        metavar="URI",
+        help="also listen for Home Assistant's Wyoming protocol (wyoming.uri), e.g. "
+        "tcp://127.0.0.1:10200",
+    )
+    p.add_argument(
         "--threads",
         type=int,
         help="CPU threads (optimization.num_threads; default: what this "
@@ -62,6 +69,10 @@ def build_settings(args: argparse.Namespace):
         update["voices_dir"] = Path(args.voices_dir)
     if args.lazy:
         update["lazy_load"] = True
+    if getattr(args, "wyoming", None):
+        update["wyoming"] = type(settings.wyoming).model_validate(
+            {**settings.wyoming.model_dump(), "uri": args.wyoming}
+        )
     if getattr(args, "threads", None):
         update["optimization"] = settings.optimization.model_copy(
             update={"num_threads": args.threads}

@@ -1,13 +1,17 @@
 """Our CPU kernels of the decode loop (cpu_ops.cpp), compiled on first use and cached.
 
 torch.utils.cpp_extension builds them with the system C++ compiler into torch's extension cache
-(~/.cache/torch_extensions), once per machine and source version. Without a compiler, on a CPU
+(~/.cache/torch_extensions), once per machine and source version. torch guards a build with a
+`lock` file that a killed build (Ctrl-C during the first start) leaves behind, and every later
+start would then wait for it forever; so builds take an flock of our own first (the system
+drops it when its process dies), under which any `lock` file left is stale and removed. Without a compiler, on a CPU
 without AVX2/FMA, or with OWNVOICE_NO_KERNELS=1, `cpu_kernels()` returns None and callers keep
 torch's own ops.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import logging
 import os
@@ -47,19 +51,27 @@ def cpu_kernels():
 
 
 def _build():
-    from torch.utils.cpp_extension import load
+    from torch.utils.cpp_extension import get_default_build_root, load
 
     source = Path(__file__).with_name("cpu_ops.cpp")
     # the name carries the source's hash: an edited kernel never reuses a stale build
     digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
+    name = f"ownvoice_cpu_ops_{digest}"
     try:
-        module = load(
-            name=f"ownvoice_cpu_ops_{digest}",
-            sources=[str(source)],
-            extra_cflags=["-O3", "-mavx2", "-mfma", "-fopenmp"],
-            extra_ldflags=["-fopenmp"],
-            verbose=False,
-        )
+        root = os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()  # as torch
+        build_dir = Path(root) / name
+        build_dir.mkdir(parents=True, exist_ok=True)
+        with open(build_dir / "ownvoice.lock", "w") as held:
+            fcntl.flock(held, fcntl.LOCK_EX)  # another process building it: wait for it
+            (build_dir / "lock").unlink(missing_ok=True)  # torch's, left by a killed build
+            module = load(
+                name=name,
+                sources=[str(source)],
+                build_directory=str(build_dir),
+                extra_cflags=["-O3", "-mavx2", "-mfma", "-fopenmp"],
+                extra_ldflags=["-fopenmp"],
+                verbose=False,
+            )
     except Exception as e:  # no compiler, no headers, no ninja: the torch ops still work
         log.warning("could not build the CPU kernels (%s); decoding uses torch's slower ops", e)
         return None

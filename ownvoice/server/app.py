@@ -7,7 +7,9 @@ At start the environment check (ownvoice.doctor, when installed) runs and is log
 `require_gpu: true` and no usable GPU the server refuses to start. Models then load and warm up
 in the background on their own threads, so /health answers at once and /ready turns 200 when
 they are warm. A model that fails to load calls `app.state.on_fatal(exc)` (the CLI stops the
-server with an error) and marks /health unhealthy.
+server with an error) and marks /health unhealthy. With a `wyoming:` block, the Wyoming
+listener (ownvoice/wyoming, for Home Assistant) runs in the same lifespan, on the same models,
+queues and voice library (`app.state.wyoming`).
 """
 
 from __future__ import annotations
@@ -78,10 +80,13 @@ def create_app(
         if doctor:
             await asyncio.to_thread(_check_environment, settings, app)
         loading = asyncio.create_task(_load(app))
+        wyoming = app.state.wyoming = await _start_wyoming(app)
         try:
             yield
         finally:
             loading.cancel()
+            if wyoming is not None:
+                await wyoming.stop()
             pool.close()
 
     app = FastAPI(title="ownvoice", version=__version__, lifespan=lifespan)
@@ -95,6 +100,7 @@ def create_app(
     app.state.planner = SpeechPlanner(config, pool, voicemap, library)
     app.state.responder = SpeechResponder(settings, pool, library, metrics, drain)
     app.state.warnings = []
+    app.state.wyoming = None  # the Wyoming listener, once started
     app.state.on_fatal = None  # set by runner.run_server: stop serving when a model cannot load
     install_error_handlers(app)
     # the last added runs first: refusal log, slashes, Host/Origin checks, CORS, the drain, then
@@ -144,6 +150,32 @@ async def _load(app: FastAPI) -> None:
         app.state.warnings.append(f"start-up failed: {e}")
         if app.state.on_fatal is not None:
             app.state.on_fatal(e)
+
+
+async def _start_wyoming(app: FastAPI):
+    """The Wyoming front end on the app's service objects, when the config asks for it."""
+    settings = app.state.settings
+    block = settings.wyoming
+    if block.uri is None:
+        return None
+    from ownvoice.wyoming import Service, WyomingOptions, WyomingServer
+
+    options = WyomingOptions(
+        uri=block.uri,
+        voice=block.voice,
+        seed=block.seed,
+        zeroconf=block.zeroconf,
+        send_timeout_s=settings.limits.send_timeout_s,
+        request_timeout_s=settings.limits.request_timeout_s,
+    )
+    state = app.state
+    service = Service(
+        options, state.planner, state.pool, state.library, state.voicemap, state.metrics,
+        track=state.drain.track,
+    )  # fmt: skip
+    server = WyomingServer(options, service)
+    await server.start()
+    return server
 
 
 def _gpu_line(device: str) -> str:

@@ -176,6 +176,27 @@ class LimitsBlock(_Block):
     send_timeout_s: float = Field(30, gt=0)  # a client that stops reading this long is dropped
 
 
+class WyomingBlock(_Block):
+    """Home Assistant's Wyoming protocol beside the HTTP API (ownvoice/wyoming); off by default."""
+
+    uri: str | None = None  # tcp://127.0.0.1:10200 (or unix:///path); None = off
+    voice: str | None = None  # for requests that name no voice; None = the first listed
+    seed: int | None = None  # fixed: the same sentence sounds the same each time
+    zeroconf: bool = False  # announce it on the LAN (mDNS) for Home Assistant's discovery
+
+    @field_validator("uri")
+    @classmethod
+    def check_uri(cls, uri: str | None) -> str | None:
+        if uri is not None:
+            from ownvoice.wyoming.listener import parse_uri
+
+            try:
+                parse_uri(uri)
+            except InvalidInput as e:
+                raise ValueError(e.message) from None
+        return uri
+
+
 class DesignEntry(_Block):
     """A designed voice, `design:<name>` (see ownvoice/designs.py)."""
 
@@ -199,6 +220,7 @@ class ServerSettings(BaseSettings):
     voices_dir: Path = Path("./voices")
     optimization: OptimizationBlock = OptimizationBlock()
     limits: LimitsBlock = LimitsBlock()
+    wyoming: WyomingBlock = WyomingBlock()
     gpu_keepalive_interval_s: float = Field(0, ge=0)  # >0: tiny GPU op when idle (AMD DPM)
     log_text: bool = False  # put the input text in the request log line
     # OpenAI voice name -> preset speaker, merged over the built-in map (see service/voices.py)

@@ -18,6 +18,7 @@ from ownvoice.engine.voice import VoicePrompt
 class SpeechEngine(Protocol):
     model_type: str  # custom_voice | voice_design | base
     device: str
+    sample_rate: int  # of the audio it makes
     dtype: str
 
     @property

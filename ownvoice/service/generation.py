@@ -24,6 +24,16 @@ from ownvoice.service.admission import Slot
 Pieces = Callable[[object], Iterator[object]]  # engine -> Sequences (engine.start(...)), in order
 
 
+class _Pending:
+    def __repr__(self) -> str:
+        return "PENDING"
+
+
+# what a pieces iterator yields when its next piece's text has not arrived yet (text streamed
+# in while it is being spoken): the generation keeps its place and asks again when woken
+PENDING = _Pending()
+
+
 class Generation:
     def __init__(self, pieces: Pieces, slot: Slot, deadline: float):
         self.pieces = pieces
@@ -44,6 +54,7 @@ class Generation:
             self._loop = None
             self._events = queue.Queue()
         self._ended = False
+        self.wake: Callable[[], None] = lambda: None  # set by the scheduler it is submitted to
 
     def cancel(self, reason: str = "cancelled") -> None:
         """Stop at the next step (or never start); frees the slot now if it had not started.
@@ -53,6 +64,7 @@ class Generation:
         self.cancelled.set()
         if not self.started.is_set():
             self.slot.release()
+        self.wake()  # a generation waiting for text notices at once
 
     def should_stop(self) -> bool:
         if self.cancelled.is_set():
@@ -71,13 +83,15 @@ class Generation:
         self.slot.start()
 
     def next_sequence(self, engine):
-        """The next piece's Sequence (the first call resolves the voice), or None at the end."""
+        """The next piece's Sequence (the first call resolves the voice), None at the end, or
+        PENDING while its text is still being written."""
         if self._iterator is None:
             self._iterator = iter(self.pieces(engine))
-        self.sequence = next(self._iterator, None)
+        item = next(self._iterator, None)
+        self.sequence = None if item is PENDING else item
         if self.sequence is not None:
             self.sequence.tag = self
-        return self.sequence
+        return item
 
     def emit(self, chunk) -> None:
         self._post("chunk", chunk)

@@ -6,7 +6,9 @@ expensive parts (decoding a reference, encoding a voice prompt, generating) happ
 engine's scheduler thread, after admission: `plan_pieces` gives the Sequences to run there.
 
 Long input is split at sentence boundaries into pieces of at most limits.max_chunk_chars, each
-generated in turn into one continuous stream. Each piece gets a frame cap proportional to its
+generated in turn into one continuous stream. Text that is still being written when the
+request starts (Wyoming's streaming text) comes through a TextFeed instead of a list of pieces:
+`plan(req, streamed=True)`, then push to `plan.pieces`. Each piece gets a frame cap proportional to its
 length (`frame_cap`), which stops runaway generation (a missed end-of-speech) early instead of
 after the model's 2048-frame (2.7 min) maximum.
 """
@@ -25,6 +27,8 @@ from ownvoice.engine.options import SamplingOptions, SynthesisOptions
 from ownvoice.errors import InvalidInput, PayloadTooLarge
 from ownvoice.languages import KNOWN as KNOWN_LANGS
 from ownvoice.languages import check_language, model_language
+from ownvoice.service.generation import PENDING
+from ownvoice.service.textfeed import TextFeed
 from ownvoice.service.voices import VoiceChoice
 from ownvoice.voices import check_voice_fields
 
@@ -92,7 +96,7 @@ class SpeechPlan:
     """Everything decided before admission; `work` runs it on the engine thread."""
 
     choice: VoiceChoice
-    pieces: list[str]
+    pieces: list[str] | TextFeed  # a TextFeed when the text arrives while it is spoken
     options: SynthesisOptions
     max_frames: int | None  # the request's own cap, if any
     instruct: str | None
@@ -121,8 +125,10 @@ class SpeechPlanner:
         self.voicemap = voicemap
         self.library = library
 
-    def plan(self, req: SpeechInput) -> SpeechPlan:
-        text = self._check_input(req.input)
+    def plan(self, req: SpeechInput, streamed: bool = False) -> SpeechPlan:
+        """With `streamed`, `req.input` is ignored: the text is pushed to the plan's pieces (a
+        TextFeed) as it arrives."""
+        text = "" if streamed else self._check_input(req.input)
         choice = self.voicemap.choose(req.model, req.voice)
         style = req.instructions
         instruct = style.strip() if style and style.strip() else None
@@ -154,9 +160,16 @@ class SpeechPlanner:
         options = self._options(req, default_language, engine)
         if design is not None and req.seed is None and design.seed is not None:
             options = options.with_(seed=design.seed)  # a fixed seed: the same voice each time
+        limits = self.config.limits
+        if streamed:
+            pieces = TextFeed(
+                limits.max_chunk_chars, options.language, limits.max_input_chars, choice.worker.wake
+            )
+        else:
+            pieces = split_input(text, limits.max_chunk_chars, options.language)
         return SpeechPlan(
             choice=choice,
-            pieces=split_input(text, self.config.limits.max_chunk_chars, options.language),
+            pieces=pieces,
             options=options,
             max_frames=req.max_frames,
             sampling=_sampling(req),
@@ -265,11 +278,14 @@ def _sampling(req: SpeechInput) -> dict:
 
 def plan_pieces(plan: SpeechPlan, pool, library) -> Callable[[object], Iterator]:
     """What the scheduler runs: on the engine's thread, get the voice, then one Sequence per
-    text piece, in order."""
+    text piece, in order (PENDING while a streamed piece is not whole yet)."""
 
     def pieces(engine) -> Iterator:
         voice = _voice(plan, engine, pool, library)
         for piece in plan.pieces:
+            if piece is PENDING:
+                yield PENDING
+                continue
             yield engine.start(
                 piece,
                 voice=voice,

@@ -6,8 +6,10 @@ generations that were cancelled or timed out, and lets waiting generations join 
 has free rows (joining prefills the prompt; a clone's first piece encodes its voice here). Each
 step advances every row by one frame; each row's audio goes to its own generation. A row leaves
 at the step after its generation was cancelled or timed out (so within one frame), or at its
-end, when the generation's next text piece takes its place. `call(fn)` runs fn(engine) on the
-thread between steps (encoding a voice for the library, listing speakers).
+end, when the generation's next text piece takes its place. A generation whose next piece is
+still being written (text streamed in, service/textfeed.py) leaves the batch and waits, keeping
+its admission slot, until `wake()` says its text or its cancellation arrived. `call(fn)` runs
+fn(engine) on the thread between steps (encoding a voice for the library, listing speakers).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from collections.abc import Callable
 
 from ownvoice.errors import ServiceUnavailable, ShuttingDown, is_out_of_memory
 from ownvoice.service.admission import Admission
-from ownvoice.service.generation import Generation
+from ownvoice.service.generation import PENDING, Generation
 
 log = logging.getLogger("ownvoice.service")
 
@@ -51,6 +53,7 @@ class Scheduler:
         self._inbox: queue.Queue = queue.Queue()
         self._waiting: collections.deque[Generation] = collections.deque()
         self._active: list[Generation] = []  # generations with a row in the batch
+        self._parked: list[Generation] = []  # started, waiting for their next piece's text
         self._deferred = False  # the last step left its audio for later (see _step)
         self._closing = False
         self._thread = threading.Thread(
@@ -78,7 +81,12 @@ class Scheduler:
         return done
 
     def submit(self, gen: Generation) -> None:
+        gen.wake = self.wake
         self._inbox.put(gen)
+
+    def wake(self) -> None:
+        """Look at parked generations again (text arrived, or one was cancelled)."""
+        self._inbox.put(_WAKE)
 
     def call(self, fn: Callable[[object], object]) -> concurrent.futures.Future:
         """Run fn(engine) on this thread between steps (loading the engine first if needed)."""
@@ -101,12 +109,13 @@ class Scheduler:
                 if not self._take_inbox(block=not (self._active or self._waiting)):
                     self._shut_down()
                     return
+                self._resume_parked()
                 self._admit()
                 if self._active:
                     self._step()
             except Exception as e:  # a bug here must fail requests, not leave them hanging
                 log.exception("engine %s: scheduler error", self.name)
-                for gen in [*self._waiting, *self._active]:
+                for gen in [*self._waiting, *self._active, *self._parked]:
                     self._end(gen, error=e)
                 self._waiting.clear()
 
@@ -115,17 +124,23 @@ class Scheduler:
         while True:
             try:
                 if block:
-                    item = self._inbox.get(timeout=self._keepalive_s or None)
+                    # parked generations are woken by their text, but their deadline is not
+                    timeout = self._keepalive_s or (_PARKED_POLL_S if self._parked else None)
+                    item = self._inbox.get(timeout=timeout)
                     block = False
                 else:
                     item = self._inbox.get_nowait()
             except queue.Empty:
                 if block:  # idle for a whole keep-alive interval
                     self._keepalive()
+                    if self._parked:
+                        return True
                     continue
                 return True
             if item is None:
                 return False
+            if item is _WAKE:
+                continue
             if isinstance(item, Generation):
                 if self._closing:
                     item.cancel("shutdown")
@@ -160,18 +175,33 @@ class Scheduler:
                 self.metrics.queue_wait.observe(gen.t_started - gen.t_submitted)
             self._next_piece(engine, gen)
 
+    def _resume_parked(self) -> None:
+        """Parked generations whose text arrived take a row again; cancelled ones end."""
+        for gen in list(self._parked):
+            if gen.should_stop():
+                self._end(gen)
+            elif len(self.engine.running) < self.rows:
+                self._parked.remove(gen)
+                self._next_piece(self.engine, gen)
+
     def _next_piece(self, engine, gen: Generation) -> None:
-        """Join the generation's next piece (its first chunk goes out at once); end the
-        generation when there is none (or it failed)."""
+        """Join the generation's next piece (its first chunk goes out at once); park it when
+        that piece's text is not there yet; end the generation when there is none (or it
+        failed)."""
         try:
             seq = gen.next_sequence(engine)
-            if seq is not None:
+            if seq is not None and seq is not PENDING:
                 engine.join(seq)
         except BaseException as e:
             self._end(gen, error=e)
             return
         if seq is None:
             self._end(gen)
+            return
+        if seq is PENDING:
+            if gen in self._active:
+                self._active.remove(gen)
+            self._parked.append(gen)
             return
         if gen not in self._active:
             self._active.append(gen)
@@ -245,6 +275,8 @@ class Scheduler:
     def _end(self, gen: Generation, error: BaseException | None = None) -> None:
         if gen in self._active:
             self._active.remove(gen)
+        if gen in self._parked:
+            self._parked.remove(gen)
         if gen.sequence is not None and gen.sequence.slot is not None:
             gen.sequence.cancel()  # still in the batch (a failed next piece): leaves next step
         if error is None:
@@ -259,6 +291,10 @@ class Scheduler:
             gen.cancel("shutdown")
             gen.fail(ShuttingDown("the server is shutting down"))
         self._waiting.clear()
+        for gen in list(self._parked):
+            gen.cancel("shutdown")
+            gen.should_stop()
+            self._end(gen)
         if self._active and self.engine is not None:
             for gen in self._active:
                 gen.cancel("shutdown")
@@ -301,6 +337,10 @@ class Scheduler:
 
         x = torch.ones(64, 64, device=self.engine.device)
         (x @ x).sum().item()
+
+
+_WAKE = object()  # an inbox item that only wakes the thread
+_PARKED_POLL_S = 1.0  # how often parked generations' deadlines are checked when nothing else runs
 
 
 def _free_device_memory() -> None:

@@ -200,7 +200,9 @@ def test_hadolint(platform):
 # validation against the Compose Specification (docker-compose, no engine needed) -----------------
 
 
-def _compose_config(platform: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+def _compose_config(
+    platform: str, env: dict[str, str], *extra: Path
+) -> subprocess.CompletedProcess:
     compose = _tool("docker-compose")
     clean = {
         k: v
@@ -208,7 +210,8 @@ def _compose_config(platform: str, env: dict[str, str]) -> subprocess.CompletedP
         if not k.startswith(("OWNVOICE_", "HSA_", "VIDEO_", "RENDER_"))
     }
     return subprocess.run(
-        [compose, "-f", str(COMPOSE[platform]), "config"],
+        [compose, "-f", str(COMPOSE[platform]), *(a for p in extra for a in ("-f", str(p))),
+         "config"],  # fmt: skip
         capture_output=True,
         text=True,
         env={**clean, **env},
@@ -227,6 +230,19 @@ def test_compose_file_validates(platform):
     ]
     config = [v for v in rendered["volumes"] if isinstance(v, dict)][0]
     assert Path(config["source"]).is_file() and config["read_only"] is True
+
+
+@pytest.mark.parametrize("platform", ["cuda", "rocm", "cpu"])
+def test_wyoming_is_published_on_loopback_only_when_its_file_is_added(platform):
+    alone = yaml.safe_load(_compose_config(platform, GPU_ENV).stdout)["services"]["ownvoice"]
+    assert not any("10200" in str(p) for p in alone["ports"])
+    out = _compose_config(platform, GPU_ENV, DOCKER / "wyoming.compose.yaml")
+    assert out.returncode == 0, out.stderr
+    rendered = yaml.safe_load(out.stdout)["services"]["ownvoice"]
+    ports = [str(p) for p in rendered["ports"]]
+    assert {"127.0.0.1:10200:10200/tcp", "127.0.0.1:8880:8880/tcp"} == set(ports), ports
+    # inside the container it listens on every interface, for the mapping to reach it
+    assert rendered["environment"]["OWNVOICE_WYOMING__URI"] == "tcp://0.0.0.0:10200"
 
 
 def test_rocm_compose_demands_the_group_ids():

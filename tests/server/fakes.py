@@ -45,6 +45,7 @@ class FakeEngine:
         self.model_type = model_type
         self.device = device
         self.dtype = "float32"
+        self.sample_rate = SAMPLE_RATE
         self.frames_per_char = frames_per_char
         self.frame_delay = frame_delay
         self.runaway = runaway

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import signal
@@ -57,7 +58,7 @@ def wait_ready(proc: subprocess.Popen, base: str) -> None:
 
 def test_serve_a_local_checkpoint(tiny_checkpoints, tmp_path):
     folder = real_checkpoints(tiny_checkpoints)["cv"]
-    port = free_port()
+    port, wyoming_port = free_port(), free_port()
     proc = start(
         [
             "--model",
@@ -68,11 +69,14 @@ def test_serve_a_local_checkpoint(tiny_checkpoints, tmp_path):
             "cpu",
             "--voices-dir",
             str(tmp_path),
+            "--wyoming",
+            f"tcp://127.0.0.1:{wyoming_port}",
         ]
     )
     base = f"http://127.0.0.1:{port}"
     try:
         wait_ready(proc, base)
+        assert "ryan" in asyncio.run(wyoming_voices(wyoming_port))  # Home Assistant's side too
         health = httpx.get(f"{base}/health").json()
         assert health["roles"] == {"presets": folder.name}  # the role follows the checkpoint's type
         client = openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0, timeout=120)
@@ -89,6 +93,24 @@ def test_serve_a_local_checkpoint(tiny_checkpoints, tmp_path):
     assert code == 0, out
     assert f"Model {folder.name} ready on cpu" in out
     assert re.search(r"speech 200 id=\w+ voice=alloy", out) and "Hello." not in out  # no text
+
+
+async def wyoming_voices(port: int) -> list[str]:
+    from wyoming.client import AsyncTcpClient
+    from wyoming.info import Describe, Info
+
+    async with AsyncTcpClient("127.0.0.1", port) as client:
+        await client.write_event(Describe().event())
+        event = await asyncio.wait_for(client.read_event(), 30)
+    return [v.name for v in Info.from_event(event).tts[0].voices]
+
+
+def test_a_bad_wyoming_uri_is_named():
+    from ownvoice.errors import InvalidInput
+    from ownvoice.server.settings import load_settings
+
+    with pytest.raises(InvalidInput, match=r"wyoming\.uri.*tcp://host:port"):
+        load_settings(None, wyoming={"uri": "http://127.0.0.1:10200"})
 
 
 def test_serve_without_config_serves_the_default_model_on_8880(tmp_path):

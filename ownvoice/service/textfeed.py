@@ -1,0 +1,99 @@
+"""Text that arrives while it is being spoken (an LLM writing its answer), handed out as pieces.
+
+    feed = TextFeed(max_chars=300, language="english", limit=4096, wake=scheduler.wake)
+    feed.push("Sure! The weather tomorrow is")   # front end, as text arrives
+    feed.push(" sunny. Highs around 20 degrees.")
+    feed.close()                                   # the text is complete
+    for piece in feed: ...                         # engine thread: "Sure!", then the rest
+
+A piece is every whole sentence known when the previous piece has been spoken, packed up to
+`max_chars` as the HTTP path packs long input, so text that arrives faster than it is spoken
+loses no prosody to needless cuts. The last sentence is held back until more text or the end
+arrives: it may still go on ("It costs 3." + "5 euros."). While nothing whole is known the
+iterator yields PENDING (the scheduler parks the generation until `wake`). Thread-safe.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+
+from ownvoice.errors import InvalidInput
+from ownvoice.service.generation import PENDING
+from ownvoice.textsplit import pack, split_sentences
+
+
+class TextFeed:
+    def __init__(
+        self,
+        max_chars: int,
+        language: str | None,
+        limit: int,
+        wake: Callable[[], None] = lambda: None,
+    ):
+        self.max_chars = max_chars
+        self.language = None if language in (None, "auto") else language
+        self.limit = limit  # characters in all, as limits.max_input_chars caps one request
+        self.wake = wake
+        self.received = 0  # characters pushed so far
+        self._lock = threading.Lock()
+        self._text = ""  # not yet handed out
+        self._closed = False
+
+    def push(self, text: str) -> None:
+        """Add text as it arrives; InvalidInput past `limit` characters in all."""
+        with self._lock:
+            if self._closed:
+                raise InvalidInput("text arrived after the end of the text", param="text")
+            if self.received + len(text) > self.limit:
+                raise InvalidInput(
+                    f"the streamed text passed {self.limit} characters (limits.max_input_chars)",
+                    param="text",
+                )
+            self.received += len(text)
+            self._text += text
+        self.wake()
+
+    def close(self) -> None:
+        """No more text: the held-back sentence is whole now."""
+        with self._lock:
+            self._closed = True
+        self.wake()
+
+    @property
+    def has_text(self) -> bool:
+        with self._lock:
+            return bool(self._text.strip())
+
+    def __iter__(self) -> Iterator:
+        while True:
+            piece = self.next_piece()
+            if piece is None:
+                return
+            yield piece
+
+    def next_piece(self):
+        """The next piece to speak, PENDING while none is whole yet, None after the end."""
+        with self._lock:
+            sentences = split_sentences(self._text, self.language, self.max_chars)
+            whole = sentences if self._closed else sentences[:-1]
+            if not whole:
+                if self._closed:
+                    self._text = ""
+                    return None
+                return PENDING
+            piece = pack(whole, self.max_chars)[0]
+            self._text = _drop_spoken(self._text, piece)
+            return piece
+
+
+def _drop_spoken(text: str, piece: str) -> str:
+    """`text` after the piece taken from its start: as many non-space characters as the piece
+    has (the splitter only changes spaces: line breaks, runs of them)."""
+    left = sum(not c.isspace() for c in piece)
+    for i, c in enumerate(text):
+        if left == 0:
+            return text[i:]
+        if not c.isspace():
+            left -= 1
+    return ""
