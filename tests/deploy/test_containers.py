@@ -210,8 +210,13 @@ def _compose_config(
         if not k.startswith(("OWNVOICE_", "HSA_", "VIDEO_", "RENDER_"))
     }
     return subprocess.run(
-        [compose, "-f", str(COMPOSE[platform]), *(a for p in extra for a in ("-f", str(p))),
-         "config"],  # fmt: skip
+        [
+            compose,
+            "-f",
+            str(COMPOSE[platform]),
+            *(a for p in extra for a in ("-f", str(p))),
+            "config",
+        ],  # fmt: skip
         capture_output=True,
         text=True,
         env={**clean, **env},
