@@ -6,7 +6,12 @@
                                                                     # each chunk says which break follows
 
 Sentences come from sentencex (Wikimedia; rules for ~300 languages, including zh/ja which end
-sentences with 。！？ and no space). A sentence longer than the limit is cut at clause punctuation
+sentences with 。！？ and no space). Where it cuts too eagerly, pieces are joined again
+(`_continues`): after a title of the language (TITLES; French "M. Dupont" was cut after "M."),
+before a lowercase word ("approx. ten"), before a number after an abbreviation made for
+numbers ("vol. 2"), and before a quoting particle after a closing quote (「はい。」と言った).
+Text whose language is guessed ("auto") as Latin-script uses the titles of every Latin-script
+language the model speaks. A sentence longer than the limit is cut at clause punctuation
 (, ; : 、 ，…), then between words, and only as a last resort inside a run of characters.
 
 Languages are our model's names ("english", "chinese", ...), ISO codes ("en", "pt-BR"), or
@@ -29,6 +34,31 @@ from ownvoice.languages import ISO_CODES
 
 # a sentence longer than this is hard-split even when the caller sets no limit
 DEFAULT_MAX_SENTENCE_CHARS = 400
+
+# Abbreviations that stand before a name or a number and so do not end a sentence, per language
+# (compared without their final period, case kept). Only what sentencex gets wrong needs to be
+# here; the rest is listed so that each language's table reads whole.
+TITLES = {
+    "en": "Mr Mrs Ms Messrs Dr Prof Rev Hon Gen Col Capt Lt Sgt",
+    "de": "Hr Hrn Fr Dr Prof Nr",
+    "fr": "M MM Mme Mmes Mlle Mlles Dr Pr Me Mgr Vve St Ste "
+    "janv févr avr juil sept oct nov déc",  # "le 1er janv. 1990"
+    "es": "Sr Sra Srta Sres Sras D Dña Dr Dra Prof Profa Lic Ing Arq Avda Av Ud Uds Sto Sta",
+    "it": "Sig Sigg Sig.ra Sig.na Dott Dott.ssa Prof Prof.ssa Ing Avv Arch Geom On Mons",
+    "pt": "Sr Sra Srta Srs Sras D Dr Dra Prof Profa Eng Av",
+    "ru": "г гг ул д пр им тов ст",
+}
+# abbreviations before a number, in any of the languages ("vol. 2", "S. 12", "стр. 5")
+BEFORE_NUMBERS = frozenset(
+    "vol Vol p pp no No nr Nr fig Fig ch chap sec art Art approx ca S Bd Abs n° env pág pag núm "
+    "т с стр".split()
+)
+# what follows a closing quote inside a sentence: 「はい。」と言った, '네.'라고 말했다
+_QUOTE_CLOSERS = "」』”’'\")»"
+_QUOTE_PARTICLES = ("と", "って", "라고", "이라고", "하고", "고 ")
+_TITLES = {code: frozenset(words.split()) for code, words in TITLES.items()}
+_LATIN_TITLES = frozenset().union(*(_TITLES[c] for c in ("en", "de", "fr", "es", "it", "pt")))
+_LAST_WORD = re.compile(r"(?:^|[\s'’(«\"“])([^\s'’(«\"“]+)\.$")
 
 # where a long sentence may be cut: after clause punctuation, or after a spaced dash
 _CLAUSE_END = re.compile(r"[,;:，、；：]\s*|\s[—–-]\s+|—")
@@ -130,18 +160,33 @@ def split_sentences(
 
 def _paragraph_sentences(paragraph: str, language: str | None, max_chars: int | None) -> list[str]:
     code = language_code(language, paragraph)
+    guessed = language is None or language.lower() == "auto"
+    titles = _LATIN_TITLES if guessed and code == "en" else _TITLES.get(code, frozenset())
     pieces: list[str] = []
     for piece in segment(code, paragraph):
         piece = piece.strip()
         if not piece:
             continue
-        if pieces and not any(c.isalnum() for c in piece):
-            pieces[-1] = _join(pieces[-1], piece)  # a stray "…" or closing quote joins its sentence
+        if pieces and _continues(pieces[-1], piece, titles):
+            pieces[-1] = _join(pieces[-1], piece)
         else:
             pieces.append(piece)
     if max_chars is None:
         return pieces
     return [part for piece in pieces for part in hard_split(piece, max_chars)]
+
+
+def _continues(previous: str, piece: str, titles: frozenset) -> bool:
+    """Whether `piece` goes on the sentence `previous` rather than starting one."""
+    if not any(c.isalnum() for c in piece):
+        return True  # a stray "…" or closing quote
+    if piece[0].islower():
+        return True  # alphabetic scripts start sentences with a capital (caseless ones: False)
+    found = _LAST_WORD.search(previous)
+    word = found.group(1) if found else None
+    if word in titles or (piece[0].isdigit() and word in BEFORE_NUMBERS):
+        return True
+    return previous[-1] in _QUOTE_CLOSERS and piece.startswith(_QUOTE_PARTICLES)
 
 
 def hard_split(sentence: str, max_chars: int) -> list[str]:

@@ -153,3 +153,98 @@ def test_hard_wrapped_lines_are_joined():
 def test_bad_limit_is_rejected(bad):
     with pytest.raises(InvalidInput, match="max_chars"):
         chunk_text("Hello.", max_chars=bad)
+
+
+# Every language the model speaks: its abbreviations, numbers and punctuation.
+SENTENCES = {
+    "english": [
+        ("Mr. Smith met Dr. Jones at 3.30 p.m. on Jan. 5th. He paid $3.50, i.e. too much! Did he? Yes.",
+         ["Mr. Smith met Dr. Jones at 3.30 p.m. on Jan. 5th.", "He paid $3.50, i.e. too much!", "Did he?", "Yes."]),
+        ("Gen. Lee and Capt. Kirk met. Messrs. Jones left. It was approx. ten. See vol. 2 of it. "
+         "Call me at 10 a.m. Tomorrow is fine.",
+         ["Gen. Lee and Capt. Kirk met.", "Messrs. Jones left.", "It was approx. ten.", "See vol. 2 of it.",
+          "Call me at 10 a.m.", "Tomorrow is fine."]),
+    ],
+    "german": [
+        ("Hr. Meier kam am 3. Mai mit Prof. Weber, z. B. um 14.30 Uhr. Das kostet 3,50 Euro! Wirklich? Ja.",
+         ["Hr. Meier kam am 3. Mai mit Prof. Weber, z. B. um 14.30 Uhr.", "Das kostet 3,50 Euro!", "Wirklich?", "Ja."]),
+        ("Er kam am 3. Mai. Siehe Abs. 3 dazu. Das ist z. B. gut.",
+         ["Er kam am 3. Mai.", "Siehe Abs. 3 dazu.", "Das ist z. B. gut."]),
+    ],
+    "french": [
+        ("M. Dupont et Mme Durand sont nés le 1er janv. 1990. Le prix est de 3,50 € ! Vraiment ? Oui.",
+         ["M. Dupont et Mme Durand sont nés le 1er janv. 1990.", "Le prix est de 3,50 € !", "Vraiment ?", "Oui."]),
+        ("Le Pr. Blanc arrive. C'est p. ex. vrai. Le Dr. Petit vient.",
+         ["Le Pr. Blanc arrive.", "C'est p. ex. vrai.", "Le Dr. Petit vient."]),
+    ],
+    "spanish": [
+        ("El Sr. García y D. Pedro llegaron a las 3.30. ¡Cuesta 3,50 €! ¿De verdad? Sí.",
+         ["El Sr. García y D. Pedro llegaron a las 3.30.", "¡Cuesta 3,50 €!", "¿De verdad?", "Sí."]),
+        ("La Sra. López vive en la Avda. Castilla. Llegó el Lic. Pérez. Usted, Ud. sabe.",
+         ["La Sra. López vive en la Avda. Castilla.", "Llegó el Lic. Pérez.", "Usted, Ud. sabe."]),
+    ],
+    "italian": [
+        ("Il Sig. Rossi e il Dott. Verdi arrivano alle 3.30. Costa 3,50 euro! Davvero? Sì.",
+         ["Il Sig. Rossi e il Dott. Verdi arrivano alle 3.30.", "Costa 3,50 euro!", "Davvero?", "Sì."]),
+        ("L'Avv. Galli arriva. Il Geom. Neri parla. Mons. Rossi arriva.",
+         ["L'Avv. Galli arriva.", "Il Geom. Neri parla.", "Mons. Rossi arriva."]),
+    ],
+    "portuguese": [
+        ("O Sr. Silva e a Dra. Souza chegaram às 3.30. Custa 3,50 reais! Verdade? Sim.",
+         ["O Sr. Silva e a Dra. Souza chegaram às 3.30.", "Custa 3,50 reais!", "Verdade?", "Sim."]),
+        ("O Eng. Lima chegou. A Profa. Costa falou. Vive na Av. Paulista.",
+         ["O Eng. Lima chegou.", "A Profa. Costa falou.", "Vive na Av. Paulista."]),
+    ],
+    "russian": [
+        ("А. С. Пушкин родился в 1799 г. в Москве. Это стоит 3,5 рубля! Правда? Да.",
+         ["А. С. Пушкин родился в 1799 г. в Москве.", "Это стоит 3,5 рубля!", "Правда?", "Да."]),
+        ("Он живёт на ул. Ленина. Это т. е. хорошо. В 1799 г. Он родился.",
+         ["Он живёт на ул. Ленина.", "Это т. е. хорошо.", "В 1799 г. Он родился."]),
+    ],
+    "chinese": [
+        ("价格是3.5元。今天天气很好！你想去吗？好的", ["价格是3.5元。", "今天天气很好！", "你想去吗？", "好的"]),
+        ("Mr. 王来了。他说：“好。”然后走了。", ["Mr. 王来了。", "他说：“好。”", "然后走了。"]),
+    ],
+    "japanese": [
+        ("3.5キロです。今日はいい天気ですね！明日は？はい", ["3.5キロです。", "今日はいい天気ですね！", "明日は？", "はい"]),
+        ("彼は「はい。」と言った。それから帰った。", ["彼は「はい。」と言った。", "それから帰った。"]),
+    ],
+    "korean": [
+        ("가격은 3.5달러입니다. 오늘 날씨가 좋네요! 내일은요? 네.", ["가격은 3.5달러입니다.", "오늘 날씨가 좋네요!", "내일은요?", "네."]),
+        ("그는 '네.'라고 말했다. 그리고 갔다.", ["그는 '네.'라고 말했다.", "그리고 갔다."]),
+    ],
+}  # fmt: skip
+# sentencex's zh, ja and ko rules extend its English ones: on alphabetic text they are the same
+# rules, so swapping English for one of them changes nothing observable (and vice versa)
+SAME_RULES = {("english", other) for other in ("chinese", "japanese", "korean")}
+ALPHABETIC = ("english", "german", "french", "spanish", "italian", "portuguese", "russian")
+
+
+@pytest.mark.parametrize("language", SENTENCES)
+def test_sentence_rules_of_every_language(language):
+    for text, expected in SENTENCES[language]:
+        assert split_sentences(text, language) == expected
+
+
+@pytest.mark.parametrize("language", ALPHABETIC)
+def test_each_language_is_split_by_its_own_rules(language):
+    """Another language's rules get at least one of these texts wrong, so a language mapped
+    to the wrong rules is noticed."""
+    for other in SENTENCES:
+        if other == language or (language, other) in SAME_RULES:
+            continue
+        right = [split_sentences(t, other) == e for t, e in SENTENCES[language]]
+        assert not all(right), f"{other}'s rules split {language} text just as well"
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("M. Dupont est arrivé. Il a dit bonjour.", ["M. Dupont est arrivé.", "Il a dit bonjour."]),
+        ("Il Sig. Rossi è arrivato. Ciao.", ["Il Sig. Rossi è arrivato.", "Ciao."]),
+        ("La Sra. López llegó. Bien.", ["La Sra. López llegó.", "Bien."]),
+        ("Mr. Smith left. Fine.", ["Mr. Smith left.", "Fine."]),
+    ],
+)
+def test_guessed_latin_text_keeps_the_titles_of_every_latin_language(text, expected):
+    assert split_sentences(text, "auto") == expected

@@ -369,3 +369,38 @@ def test_zeroconf_announces_a_reachable_listener_only(tiny_checkpoints, tmp_path
     else:
         assert found is not None and found.port == port, found
         assert "announced as" in caplog.text
+
+
+def test_a_vanished_client_leaves_the_batch_at_the_next_step(tmp_path):
+    """Counted in engine steps (a fake engine that takes 50 ms a frame): the row of a client
+    that disconnects leaves within two steps, while the other rows carry on."""
+    from tests.server.fakes import FakeEngine
+    from tests.server.helpers import serve
+
+    engine = FakeEngine(frame_delay=0.05, frames_per_char=1.0)
+    settings = make_settings(
+        tmp_path, device="cpu", limits={"max_batch": 4}, wyoming={"uri": "tcp://127.0.0.1:0"}
+    )
+    text = "x" * 200
+
+    async def run(port: int):
+        others = [asyncio.create_task(synthesize(port, text, "vivian")) for _ in range(2)]
+        client = AsyncTcpClient("127.0.0.1", port)
+        await client.connect()
+        await client.write_event(Synthesize(text=text, voice=SynthesizeVoice("ryan")).event())
+        await read_until(client, "audio-chunk")
+        while engine.active < 3:
+            await asyncio.sleep(0.01)
+        await client.disconnect()
+        steps_at_close = engine.steps
+        while engine.active > 2:
+            await asyncio.sleep(0.005)
+        left_after = engine.steps - steps_at_close
+        return left_after, await asyncio.gather(*others)
+
+    with serve(settings, engines={"cv": engine}) as (_, app):
+        left_after, others = asyncio.run(run(app.state.wyoming.port))
+    assert left_after <= 2, f"its row stayed {left_after} steps"
+    for events in others:  # the other rows carried on to their end
+        assert events[-1].type == "audio-stop" and len(pcm_of(events)) == 200 * FRAME * 2
+    assert engine.cancelled == 1
