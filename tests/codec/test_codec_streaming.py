@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ownvoice.model.codec.streaming import StreamingDecoder, WindowedDecoder, decode_chunked
+from ownvoice.model.codec import streaming
+from ownvoice.model.codec.streaming import (
+    PRIME_MARGIN_FRAMES,
+    StreamingDecoder,
+    WindowedDecoder,
+    decode_chunked,
+)
 
 SPF = 1920
 TOL = 1e-5
@@ -91,6 +97,33 @@ def test_icl_priming_leaves_the_same_state(two_layer_decoder, long_case, method)
     # and the context matters: without it the same frames decode differently
     fresh = run(StreamingDecoder(two_layer_decoder), gen, [80])
     assert (fresh - full[..., 120 * SPF : 200 * SPF]).abs().max().item() > 1e-2
+
+
+def primed_error(decoder, long_case, margin: int, monkeypatch) -> float:
+    """Max error of the 20 frames after 120 primed ones, against decoding all at once."""
+    monkeypatch.setattr(streaming, "PRIME_MARGIN_FRAMES", margin)
+    codes, full = long_case
+    stream = StreamingDecoder(decoder)
+    stream.prime(codes[..., :120])
+    got = run(stream, codes[..., 120:140], [20])
+    return (got - full[..., 120 * SPF : 140 * SPF]).abs().max().item()
+
+
+def test_priming_is_exact_at_its_bound_and_the_bound_is_tight(
+    two_layer_decoder, long_case, monkeypatch
+):
+    """prime() relies on the upsampler forgetting everything older than
+    ceil(waveform_history_frames) frames (9.38 -> 10 here): at the bound itself (margin 0) the
+    primed state is the pushed one; one frame short the first audio after the reference
+    already drifts, two frames short it is audibly wrong. So a smaller history estimate or a
+    negative margin cannot pass, and the margin of PRIME_MARGIN_FRAMES is pure safety."""
+    at_margin = primed_error(two_layer_decoder, long_case, PRIME_MARGIN_FRAMES, monkeypatch)
+    at_bound = primed_error(two_layer_decoder, long_case, 0, monkeypatch)
+    one_short = primed_error(two_layer_decoder, long_case, -1, monkeypatch)
+    two_short = primed_error(two_layer_decoder, long_case, -2, monkeypatch)
+    assert at_margin <= TOL and at_bound <= TOL
+    assert one_short > 3 * at_bound, (one_short, at_bound)
+    assert two_short > 1e-3, two_short
 
 
 def test_reset_starts_a_new_utterance(two_layer_decoder):

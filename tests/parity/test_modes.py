@@ -24,12 +24,23 @@ pytestmark = pytest.mark.reference
 @pytest.mark.parametrize(
     "like,scenario", GREEDY + SAMPLED + [LONG], ids=lambda v: getattr(v, "name", v)
 )
-def test_same_codes_and_audio(like, scenario, reference_models, our_engines):
-    ref = run_reference(reference_models(like), scenario)
+def test_same_codes_and_audio(like, scenario, reference_outcome, our_engines):
+    ref = reference_outcome(like, scenario)
     ours = run_ours(our_engines(like), scenario)
     # the comparison is only meaningful if there is signal to compare
     assert ref.wav.std() > 0.01, f"reference waveform is near silence (std {ref.wav.std():.2g})"
     assert len(np.unique(ref.codes[:, 0])) > 1, "reference codes are constant"
+    assert not mismatches(ref, ours), mismatches(ref, ours)
+
+
+@pytest.mark.parametrize("backend", ["cpu-kernels", "torch"])
+@pytest.mark.parametrize("like,scenario", GREEDY + [LONG], ids=lambda v: getattr(v, "name", v))
+def test_the_fast_path_matches_the_reference_greedy(like, scenario, backend, reference_outcome,
+                                                    fast_engines):  # fmt: skip
+    """The loop users run (static caches, our kernels or torch's ops) against the official
+    package, not only against our eager loop."""
+    ref = reference_outcome(like, scenario)
+    ours = run_ours(fast_engines(like, backend), scenario)
     assert not mismatches(ref, ours), mismatches(ref, ours)
 
 

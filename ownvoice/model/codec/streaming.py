@@ -23,6 +23,11 @@ from torch import Tensor
 from .convs import StreamState
 from .decoder import CodecDecoder
 
+# prime() runs the upsampler over ceil(waveform_history_frames) + this many frames. The bound
+# alone is exact (tests/codec/test_codec_streaming.py shows it, and that one frame less is
+# not); the margin keeps a rounding of the history estimate from ever mattering.
+PRIME_MARGIN_FRAMES = 2
+
 
 def _check_codes(codes: Tensor, num_quantizers: int) -> None:
     if codes.dim() != 3 or codes.shape[1] != num_quantizers or codes.shape[2] < 1:
@@ -80,7 +85,7 @@ class StreamingDecoder:
         """
         self._accept(codes)
         latents = self.decoder.latents(codes, self._state)  # advances attention caches
-        keep = math.ceil(self.decoder.waveform_history_frames) + 2
+        keep = math.ceil(self.decoder.waveform_history_frames) + PRIME_MARGIN_FRAMES
         self.decoder.waveform(latents[..., -keep:], self._state)
 
 
