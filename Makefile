@@ -10,13 +10,17 @@ TORCH_SPEC ?= torch==2.13.0
 SERVE_ARGS ?=
 PIP = $(VENV)/bin/python -m pip
 
-.PHONY: serve test install install-test lint clean
+.PHONY: serve test install install-test lint mutation clean
 
 serve: install
 	$(VENV)/bin/ownvoice serve $(SERVE_ARGS)
 
 test: install-test
 	OWNVOICE_REQUIRE_REFERENCE=1 $(VENV)/bin/python -m pytest -q
+
+# mutation testing of the quick pure-Python modules (docs/testing.md); not part of `make test`
+mutation: install-test
+	$(VENV)/bin/python scripts/mutation.py $(MODULES)
 
 lint: install-test
 	$(VENV)/bin/ruff check ownvoice tests

@@ -79,9 +79,11 @@ def load_audio(source: AudioSource, max_seconds: float | None = None) -> tuple[n
 
 MAX_CHANNELS = 8  # 7.1; more is not a recording of a voice (and multiplies the memory)
 MAX_SAMPLE_RATE = 384_000
+UNKNOWN_LENGTH = 2**62  # libsndfile says 2**63 - 1 frames when a header does not tell
 
 
 def _decode(f: BinaryIO, what: str, max_seconds: float | None = None) -> tuple[np.ndarray, int]:
+    unknown_length = False
     try:
         info = sf.info(f)
         f.seek(0)
@@ -94,18 +96,23 @@ def _decode(f: BinaryIO, what: str, max_seconds: float | None = None) -> tuple[n
                 f"{what} has {info.channels} channel(s) at {info.samplerate} Hz; at most "
                 f"{MAX_CHANNELS} channels and {MAX_SAMPLE_RATE} Hz are accepted"
             )
+        unknown_length = info.frames >= UNKNOWN_LENGTH
         limit = -1  # every frame
         if max_seconds is not None:
             limit = math.floor(max_seconds * info.samplerate)
-            if 0 < info.frames < 2**62 and info.frames > limit:  # 2**63-1: length unknown
+            if not unknown_length and info.frames > limit:
                 raise _too_long(info.frames / info.samplerate, max_seconds)
-        # (N, channels); one frame past the limit tells a too-long file from one that fits
-        samples, rate = sf.read(
-            f, frames=limit + 1 if limit >= 0 else -1, dtype="float32", always_2d=True
-        )
+        # (N,) or (N, channels); reading one frame past the limit tells a file longer than its
+        # header says (an MP3's length is an estimate) from one that fits
+        samples, rate = sf.read(f, frames=limit + 1 if limit >= 0 else -1, dtype="float32")
     except AudioError:
         raise
     except Exception as e:  # libsndfile reports every decoding problem as a generic error
+        if unknown_length:  # libsndfile fails the read that reaches the end of such a file
+            raise AudioError(
+                f"{what} does not say how long it is (a FLAC written to a pipe?); convert it "
+                "first, e.g. ffmpeg -i clip.flac clip.wav"
+            ) from e
         raise AudioError(
             f"{what} could not be decoded as audio ({_plain(e)}); accepted formats: {ACCEPTED}"
         ) from e

@@ -203,7 +203,9 @@ class TimeStretch:
         self._k = 0  # next window index
         self._prev_pos = 0  # input position of the previous window
         self._ola = np.zeros(self.frame, dtype=np.float32)  # output from _k * hop on
-        self._emitted = 0
+        self._emitted = 0  # output samples made by the windows placed so far
+        self._pending = np.zeros(0, dtype=np.float32)  # made but not yet handed out
+        self._released = 0  # output samples handed out
         self._flushed = False
 
     def process(self, samples: np.ndarray) -> np.ndarray:
@@ -213,11 +215,16 @@ class TimeStretch:
             return x.copy()
         self._buf = np.concatenate([self._buf, x])
         self._in_len += x.size
-        out = []
+        out = [self._pending]
         while self._in_len >= self._needed(self._k):
             out.append(self._step())
         self._trim()
-        return np.concatenate(out) if out else np.zeros(0, dtype=np.float32)
+        # at high speeds the windows can run ahead of round(input / speed), which is the total
+        # if the input ends here: hold back what a flush now might have to take back
+        ready = np.concatenate(out)
+        n = max(0, min(ready.size, round(self._in_len / self.speed) - self._released))
+        self._pending, self._released = ready[n:], self._released + n
+        return ready[:n]
 
     def flush(self) -> np.ndarray:
         """End of input: returns the rest, so the total is round(input length / speed)."""
@@ -225,11 +232,12 @@ class TimeStretch:
             return np.zeros(0, dtype=np.float32)
         self._flushed = True
         total = round(self._in_len / self.speed)
-        out = [np.zeros(0, dtype=np.float32)]
-        emitted_before = self._emitted
+        out = [self._pending]
         while self._emitted < total:  # the remaining windows read zeros past the end
             out.append(self._step())
-        return np.concatenate(out)[: max(0, total - emitted_before)]
+        rest = np.concatenate(out)[: max(0, total - self._released)]
+        self._pending, self._released = np.zeros(0, dtype=np.float32), total
+        return rest
 
     # -- internals --------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import pairwise
 
 from sentencex import segment
 
@@ -112,19 +113,17 @@ def language_code(language: str | None, text: str = "") -> str:
 
 
 def _guess_code(text: str) -> str:
-    counts = {"ja": 0, "ko": 0, "zh": 0, "ru": 0}
+    counts = {"ko": 0, "zh": 0, "ru": 0}
     for ch in text:
         o = ord(ch)
         if 0x3040 <= o <= 0x30FF:
-            counts["ja"] += 1
-        elif 0xAC00 <= o <= 0xD7AF:
+            return "ja"  # Japanese mixes kana with han; any kana decides it
+        if 0xAC00 <= o <= 0xD7AF:
             counts["ko"] += 1
         elif 0x4E00 <= o <= 0x9FFF or 0x3400 <= o <= 0x4DBF:
             counts["zh"] += 1
         elif 0x0400 <= o <= 0x04FF:
             counts["ru"] += 1
-    if counts["ja"]:  # Japanese mixes kana with han; any kana decides it
-        return "ja"
     best = max(counts, key=counts.get)
     return best if counts[best] else "en"
 
@@ -211,7 +210,7 @@ def hard_split(sentence: str, max_chars: int) -> list[str]:
 
 def _cut(text: str, positions: list[int]) -> list[str]:
     bounds = [0, *positions, len(text)]
-    parts = (text[a:b].strip() for a, b in zip(bounds, bounds[1:], strict=False))
+    parts = (text[a:b].strip() for a, b in pairwise(bounds))
     return [p for p in parts if p]
 
 

@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from ownvoice.audio import float_to_int16, load_audio, resample, to_pcm16, write_wav
+from ownvoice.audio import (
+    float_to_int16,
+    int16_to_float,
+    load_audio,
+    resample,
+    to_pcm16,
+    write_wav,
+)
 from ownvoice.errors import AudioError
 
 SR = 24000
@@ -160,3 +167,150 @@ def test_write_wav_round_trip(tmp_path):
     write_wav(tmp_path / "out.wav", x, sample_rate=16000)
     z, sr = load_audio(tmp_path / "out.wav")
     assert sr == 16000 and np.abs(z - x).max() < 1 / 16384
+
+
+def _encoded(n: int, sr: int = SR, channels: int = 1, fmt: str = "WAV") -> bytes:
+    buf = io.BytesIO()
+    sf.write(buf, np.full((n, channels), 0.25, np.float32), sr, format=fmt, subtype="PCM_16")
+    return buf.getvalue()
+
+
+def _unknown_length_flac(n: int) -> bytes:
+    """A FLAC whose header does not say how long it is (total samples 0: "unknown", which an
+    encoder writing to a pipe leaves)."""
+    data = bytearray(_encoded(n, fmt="FLAC"))
+    assert data[:4] == b"fLaC"
+    data[21] &= 0xF0  # the 36-bit total-samples field of STREAMINFO: bytes 21 (low half) .. 25
+    data[22:26] = bytes(4)
+    assert sf.info(io.BytesIO(bytes(data))).frames == 2**63 - 1
+    return bytes(data)
+
+
+@pytest.mark.parametrize("kind", ["bytes", "path", "array"])
+def test_the_length_limit_is_exact(tmp_path, kind):
+    """max_seconds=0.5 at 24 kHz: 12000 samples pass, 12001 are refused with the limit named."""
+
+    def load(n: int):
+        if kind == "array":
+            return load_audio((np.full(n, 0.25, np.float32), SR), max_seconds=0.5)
+        if kind == "path":
+            (tmp_path / "clip.wav").write_bytes(_encoded(n))
+            return load_audio(tmp_path / "clip.wav", max_seconds=0.5)
+        return load_audio(_encoded(n), max_seconds=0.5)
+
+    samples, rate = load(12000)
+    assert rate == SR and len(samples) == 12000 and samples.dtype == np.float32
+    np.testing.assert_allclose(samples, 0.25, atol=1 / 32768)
+    with pytest.raises(AudioError, match=r"at most 0\.5 s is accepted"):
+        load(12001)
+    with pytest.raises(AudioError) as caught:
+        load(36000)
+    assert str(caught.value) == "audio is 1.5 s long; at most 0.5 s is accepted"
+
+
+def test_a_header_that_understates_the_length_is_not_read_past_the_limit(monkeypatch):
+    """Decoding stops one frame past the limit whatever the header claims (an MP3's length is
+    an estimate): a long file that says it is short costs no more than the limit."""
+    asked = []
+    real_info, real_read = sf.info, sf.read
+
+    def info(f):
+        found = real_info(f)
+        found.frames = 100  # the header's claim
+        return found
+
+    def read(*args, **kwargs):
+        asked.append(kwargs.get("frames"))
+        return real_read(*args, **kwargs)
+
+    monkeypatch.setattr(sf, "info", info)
+    monkeypatch.setattr(sf, "read", read)
+    with pytest.raises(AudioError) as caught:
+        load_audio(_encoded(SR * 4), max_seconds=1.0)
+    assert str(caught.value) == "audio is too long; at most 1 s is accepted"
+    samples, _ = load_audio(_encoded(SR), max_seconds=1.0)
+    assert len(samples) == SR
+    load_audio(_encoded(SR))  # no limit: everything
+    assert asked == [SR + 1, SR + 1, -1]
+
+
+def test_a_file_that_does_not_say_its_length_is_refused_clearly():
+    with pytest.raises(AudioError) as caught:
+        load_audio(_unknown_length_flac(SR), max_seconds=10)
+    assert "does not say how long it is" in str(caught.value)
+    assert "ffmpeg -i clip.flac clip.wav" in str(caught.value)
+    with pytest.raises(AudioError) as caught:  # longer than the limit: that is what is said
+        load_audio(_unknown_length_flac(SR * 3), max_seconds=2)
+    assert str(caught.value) == "audio is too long; at most 2 s is accepted"
+
+
+@pytest.mark.parametrize(
+    ("channels", "rate", "accepted"),
+    [(8, SR, True), (9, SR, False), (1, 384_000, True), (1, 384_001, False), (1, 1, True)],
+)
+def test_channel_and_rate_limits(channels, rate, accepted):
+    data = _encoded(10, sr=rate, channels=channels)
+    if accepted:
+        samples, got = load_audio(data)
+        assert got == rate and samples.shape == (10,)
+        return
+    with pytest.raises(AudioError) as caught:
+        load_audio(data)
+    assert str(caught.value) == (
+        f"uploaded audio has {channels} channel(s) at {rate} Hz; at most 8 channels and "
+        "384000 Hz are accepted"
+    )
+
+
+def test_undecodable_bytes_are_described_without_memory_addresses():
+    with pytest.raises(AudioError) as caught:
+        load_audio(b"RIFF....WAVEfmt garbage that is not audio")
+    message = str(caught.value)
+    assert message.startswith("uploaded audio could not be decoded as audio (")
+    assert message.endswith("); accepted formats: wav, flac, ogg (vorbis/opus) or mp3")
+    assert " at 0x" not in message and "the file" in message
+
+
+def test_a_refused_format_is_named():
+    with pytest.raises(AudioError) as caught:
+        load_audio(_encoded(100, fmt="AIFF"))
+    assert str(caught.value) == (
+        "uploaded audio is AIFF (Apple/SGI); accepted formats: wav, flac, ogg (vorbis/opus) or mp3"
+    )
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ((np.zeros(10, np.float32), 1), None),
+        ((np.zeros((3, 3), np.float32), SR), None),  # square: taken as (N, channels)
+        (
+            (np.zeros(10, np.complex64), SR),
+            "samples must be float or integer PCM, got dtype complex64",
+        ),
+        (
+            (np.zeros(10, np.float32),),
+            "an audio tuple must be (samples: np.ndarray, sample_rate: int)",
+        ),
+        ((np.zeros(10, np.float32), -1), "sample_rate must be a positive integer, got -1"),
+    ],
+)
+def test_array_edges(source, message):
+    if message is None:
+        samples, rate = load_audio(source)
+        assert rate == source[1] and samples.ndim == 1 and len(samples) == len(source[0])
+        return
+    with pytest.raises(AudioError) as caught:
+        load_audio(source)
+    assert str(caught.value) == message
+
+
+def test_int16_pcm_maps_full_scale_to_one():
+    np.testing.assert_array_equal(
+        int16_to_float(np.array([-32768, -16384, 0, 16384, 32767], np.int16)),
+        np.array([-1.0, -0.5, 0.0, 0.5, 32767 / 32768], np.float32),
+    )
+    assert int16_to_float(np.array([1], np.int16)).dtype == np.float32
+    samples, _ = load_audio((np.array([16384, -32768], np.int32), SR))
+    np.testing.assert_array_equal(samples, np.array([16384 / 2**31, -(2**15) / 2**31], np.float32))
+    assert samples.dtype == np.float32

@@ -5,10 +5,13 @@ import pytest
 from ownvoice.errors import InvalidInput
 from ownvoice.textsplit import (
     TextChunk,
+    cjk_fraction,
     chunk_paragraphs,
     chunk_text,
     hard_split,
+    is_cjk,
     language_code,
+    pack,
     split_paragraphs,
     split_sentences,
 )
@@ -248,3 +251,171 @@ def test_each_language_is_split_by_its_own_rules(language):
 )
 def test_guessed_latin_text_keeps_the_titles_of_every_latin_language(text, expected):
     assert split_sentences(text, "auto") == expected
+
+
+# Script ranges: the first and last code point of each range written without spaces, and the
+# code points just outside. Whether a space is put between two pieces, and whether a hard wrap
+# is a word gap, depends on these.
+CJK_RANGES = [
+    (0x3000, 0x30FF),
+    (0x3400, 0x4DBF),
+    (0x4E00, 0x9FFF),
+    (0xAC00, 0xD7AF),
+    (0xF900, 0xFAFF),
+    (0xFF00, 0xFFEF),
+    (0x20000, 0x2FA1F),
+]
+
+
+@pytest.mark.parametrize("first, last", CJK_RANGES)
+def test_cjk_ranges_are_exact_at_both_ends(first, last):
+    assert is_cjk(chr(first)) and is_cjk(chr(last))
+    assert not is_cjk(chr(first - 1)) and not is_cjk(chr(last + 1))
+
+
+@pytest.mark.parametrize(
+    "text, share", [("", 0.0), (" \n\t", 0.0), ("ab中文", 0.5), ("a 中", 0.5), ("中文。", 1.0)]
+)
+def test_cjk_fraction_counts_non_space_characters(text, share):
+    assert cjk_fraction(text) == share
+
+
+@pytest.mark.parametrize(
+    "language, code",
+    [("EN", "en"), (" English ", "en"), ("zh_TW", "zh"), ("fil", "fil"), ("AUTO", "ru")],
+)
+def test_language_codes_ignore_case_space_and_region(language, code):
+    assert language_code(language, "Привет") == code
+
+
+@pytest.mark.parametrize("bad", ["e", "engl", "12", "x1", ""])
+def test_language_that_is_no_code_is_refused_naming_the_field(bad):
+    with pytest.raises(InvalidInput) as caught:
+        language_code(bad)
+    assert caught.value.param == "language"
+
+
+@pytest.mark.parametrize(
+    "text, code",
+    [
+        (chr(0x3040) + "abc", "ja"),  # first of the kana block
+        (chr(0x30FF), "ja"),  # last of it
+        ("漢字漢字漢字かな", "ja"),  # any kana makes han Japanese
+        (chr(0x4E00), "zh"),
+        (chr(0x9FFF), "zh"),
+        (chr(0x3400), "zh"),
+        (chr(0x4DBF), "zh"),
+        (chr(0xAC00), "ko"),
+        (chr(0xD7AF), "ko"),
+        ("韓國 한국어입니다", "ko"),  # the most frequent script wins
+        ("中中中 한한", "zh"),
+        ("한한한 中中", "ko"),
+        ("中文中文 мир", "zh"),
+        ("中 мир", "ru"),
+        (chr(0x0400), "ru"),
+        (chr(0x04FF), "ru"),
+        (chr(0x03FF) + chr(0x0500) + chr(0x3100) + chr(0x4DC0) + chr(0xA000) + chr(0xD7B0), "en"),
+        ("", "en"),
+    ],
+)
+def test_guessed_language_follows_the_script(text, code):
+    assert language_code("auto", text) == code
+
+
+def test_paragraphs_split_on_blank_lines_of_any_newline_convention():
+    assert split_paragraphs("a\r\rb\r\n \t\r\nc\n\n\nd") == ["a", "b", "c", "d"]
+    assert split_paragraphs("a\rb") == split_paragraphs("a\r\nb") == ["a b"]
+
+
+@pytest.mark.parametrize(
+    "text, paragraph",
+    [
+        ("  a\tb   c  ", "a b c"),
+        ("hello\n世界", "hello 世界"),  # a wrap between scripts is a word gap
+        ("世界\nhello", "世界 hello"),
+        ("世界\n  世界", "世界世界"),  # inside CJK it is not
+        ("世\n中x", "世中x"),
+        ("a\n  \n", "a"),
+    ],
+)
+def test_lines_of_a_paragraph_are_joined_like_a_reader_would(text, paragraph):
+    assert split_paragraphs(text) == [paragraph]
+
+
+@pytest.mark.parametrize("call", [split_sentences, hard_split, chunk_text, chunk_paragraphs])
+@pytest.mark.parametrize("bad", [0, -1, 1.0, "10"])
+@pytest.mark.parametrize("text", ["Hello there.", ""])
+def test_every_entry_point_refuses_a_bad_limit_naming_it(call, bad, text):
+    with pytest.raises(InvalidInput) as caught:
+        call(text, bad) if call is hard_split else call(text, max_chars=bad)
+    assert caught.value.param == "max_chars"
+    assert repr(bad) in str(caught.value)
+
+
+def test_a_limit_of_one_is_allowed():
+    assert chunk_text("ab", max_chars=1) == ["a", "b"]
+
+
+def test_no_limit_keeps_long_sentences_whole():
+    long = "word " * 200 + "end."
+    assert split_sentences(long, "english", None) == [long.strip()]
+    assert len(split_sentences(long, "english")) > 1  # the default limit cuts it
+
+
+def test_cjk_sentences_cut_after_clause_marks_first():
+    sentence = "我们今天去公园玩，然后去商店、再回家吃饭"
+    assert hard_split(sentence, 10) == ["我们今天去公园玩，", "然后去商店、", "再回家吃饭"]
+    assert hard_split(sentence, len(sentence)) == [sentence]
+
+
+def test_spaced_and_unspaced_dashes_are_clause_breaks():
+    assert hard_split("one two - three four—five six", 12) == [
+        "one two -",
+        "three four—",
+        "five six",
+    ]
+
+
+def test_empty_clauses_and_sentences_leave_nothing():
+    assert hard_split("   ", 5) == []
+    assert hard_split("alpha beta gamma,", 6) == ["alpha", "beta", "gamma,"]  # no "" after ","
+    assert hard_split(" alpha ,  beta ,", 7) == ["alpha ,", "beta ,"]
+
+
+def test_pieces_are_joined_with_one_space_unless_either_side_is_cjk():
+    assert pack(["Hi.", "There."], 100) == ["Hi. There."]
+    assert pack(["好。", "There."], 100) == ["好。There."]
+    assert pack(["Hi.", "好。"], 100) == ["Hi.好。"]
+    assert pack(["", "Hi."], 100) == ["Hi."]
+
+
+def test_paragraph_chunks_from_a_list_split_each_item_into_its_paragraphs():
+    assert chunk_paragraphs(["One. Two.\n\nThree.", "* * *", "Four."], 9, "english") == [
+        TextChunk("One. Two.", "paragraph"),
+        TextChunk("Three.", "paragraph"),
+        TextChunk("Four.", "paragraph"),
+    ]
+
+
+def test_chunkers_use_the_given_language():
+    # German rules know "am 3. Mai"; guessed (English) rules end a sentence after "3."
+    text = "Er kam am 3. Mai an. Dann ging er."
+    assert chunk_text(text, 16, "german") == ["Er kam am 3. Mai", "an.", "Dann ging er."]
+    assert [c.text for c in chunk_paragraphs(text, 16, "german")] == chunk_text(text, 16, "german")
+    assert chunk_text(text, 16) == ["Er kam am 3.", "Mai an.", "Dann ging er."]
+
+
+def test_guessed_language_picks_the_rules_of_each_paragraph():
+    text = "Он живёт на ул. Ленина. Это далеко.\n\nIt is far. Yes."
+    assert split_sentences(text) == ["Он живёт на ул. Ленина.", "Это далеко.", "It is far.", "Yes."]
+
+
+@pytest.mark.parametrize(
+    "text, sentences",
+    [
+        ("Wait. ... Then he left.", ["Wait. ...", "Then he left."]),  # a stray "..." says nothing
+        ("It cost 5 dollars. 10 people came.", ["It cost 5 dollars.", "10 people came."]),
+    ],
+)
+def test_sentences_that_start_or_end_oddly(text, sentences):
+    assert split_sentences(text, "english") == sentences

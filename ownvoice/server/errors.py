@@ -104,18 +104,17 @@ def error_response(exc: Exception) -> JSONResponse:
 
 
 def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
-    errors = exc.errors()
-    if not errors:
-        return "invalid request", None
+    errors = exc.errors()  # FastAPI raises it with at least one
     first = errors[0]
-    loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path", "form")]
-    # a field inside a union (voice: str | {"id"}) reports its variant name; keep the field
-    param = loc[0] if loc else None
-    if first.get("type") == "json_invalid":
+    if first["type"] == "json_invalid":
         return "the request body is not valid JSON", None
+    # a location starts with where the value came from ("body", "query", ...); a field inside
+    # a union (voice: str | {"id"}) then reports its variant name: the field comes first
+    loc = [str(p) for p in first["loc"][1:]]
+    param = loc[0] if loc else None
     where = ".".join(loc) or "request body"
     # the message only; pydantic's `input` (the value sent) is never echoed
-    message = f"{where}: {first.get('msg', 'invalid value')}"
+    message = f"{where}: {first['msg']}"
     if len(errors) > 1:
         message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
     return message, param
@@ -156,7 +155,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
 def _methods_for(request: Request) -> list[str]:
     """Every method some route serves at this path (GET /v1/audio/voices is public, POST is
-    behind the key: two routers, one path), found by asking each route as the router does."""
+    behind the key: two routers, one path), found by asking each route as the router does
+    (included routers keep their routes to themselves: they only answer such questions)."""
     allowed = []
     for method in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"):
         scope = {**request.scope, "method": method}

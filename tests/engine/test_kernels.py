@@ -66,7 +66,7 @@ def _weights(mode: str, n: int, k: int, seed: int):
 # every K remainder class a kernel might special-case, and real sizes
 KS = [1, 7, 8, 9, 15, 16, 17, 31, 33, 1000, 1024]
 NS = [1, 5, 16, 17, 33, 67]  # whole panels of 16, and partial ones
-MS = [1, 2, 3, 6, 7, 13]  # one row, the 6-row tile, and every remainder
+MS = [1, 2, 3, 4, 5, 6, 7, 10, 11, 13]  # one row, the 6-row tile, and every remainder (0..5)
 
 
 @pytest.mark.parametrize("mode", ["bf16", "float32", "int8"])

@@ -9,7 +9,15 @@ import pytest
 import soundfile as sf
 
 from ownvoice.audio import to_pcm16
-from ownvoice.encode import FORMATS, AudioEncoder, TimeStretch, encode, time_stretch
+from ownvoice.encode import (
+    FORMATS,
+    MEDIA_TYPES,
+    AudioEncoder,
+    TimeStretch,
+    encode,
+    time_stretch,
+    wav_header,
+)
 from ownvoice.errors import InvalidInput
 from tests.server.helpers import decode
 
@@ -171,3 +179,125 @@ def test_speed_one_is_identity_and_range_is_checked():
         with pytest.raises(InvalidInput) as e:
             TimeStretch(bad)
         assert e.value.param == "speed"
+
+
+# -- the slow path beside the fast one ------------------------------------------------------------
+
+
+def wsola_reference(x: np.ndarray, speed: float, sr: int = SR) -> np.ndarray:
+    """WSOLA written out plainly for a whole clip (TimeStretch's docstring, step by step): 40 ms
+    Hann windows every 20 ms of output, window k read near k * 20 ms * speed, moved by up to
+    ±10 ms to where the input best continues the previous window (at the nominal place when
+    nothing correlates), the very first window without a fade-in, zeros past the end."""
+    frame = 2 * round(0.02 * sr)
+    hop, tolerance = frame // 2, round(0.01 * sr)
+    window = (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(frame) / frame)).astype(np.float32)
+    total = round(x.size / speed)
+    padded = np.concatenate([x, np.zeros(2 * frame + 2 * tolerance + total, np.float32)])
+    out = np.zeros(total + 2 * frame, np.float32)
+    previous, k = 0, 0
+    while k * hop < total:
+        if k == 0:
+            position, w = 0, np.concatenate([np.ones(hop, np.float32), window[hop:]])
+        else:
+            nominal = round(k * hop * speed)
+            template = padded[previous + hop : previous + hop + frame]
+            candidates = range(max(0, nominal - tolerance), nominal + tolerance + 1)
+            scores = [np.dot(padded[p : p + frame], template) for p in candidates]
+            best = int(np.argmax(scores))
+            position = candidates[best] if scores[best] > 0 else nominal
+            w = window
+        out[k * hop : k * hop + frame] += w * padded[position : position + frame]
+        previous, k = position, k + 1
+    return out[:total]
+
+
+def speech_like(sr: int = SR) -> np.ndarray:
+    """Voiced, silent, very quiet and gliding parts: every branch of the window search."""
+    rng = np.random.default_rng(5)
+    t = np.arange(int(0.3 * sr)) / sr
+    voiced = 0.5 * np.sin(2 * np.pi * 150 * t) + 0.05 * rng.standard_normal(t.size)
+    quiet = 0.004 * np.sin(2 * np.pi * 220 * t)
+    glide = 0.3 * np.sin(2 * np.pi * (120 * t + 300 * t**2))
+    silence = np.zeros(int(0.2 * sr))
+    return np.concatenate([voiced, silence, quiet, glide, silence[:100]]).astype(np.float32)
+
+
+@pytest.mark.parametrize("speed", [0.25, 0.5, 0.8, 1.5, 2.0, 4.0])
+@pytest.mark.parametrize("sr", [SR, 16000])
+def test_time_stretch_equals_plain_wsola(speed, sr):
+    x = speech_like(sr)
+    want = wsola_reference(x, speed, sr)
+    got = time_stretch(x, speed, sample_rate=sr)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, atol=2e-6)
+    assert np.array_equal(got[: round(0.02 * sr)], x[: round(0.02 * sr)])  # no fade-in
+
+
+def test_speed_message_names_the_range():
+    with pytest.raises(InvalidInput) as e:
+        TimeStretch(5)
+    assert str(e.value) == "speed must be between 0.25 and 4.0, got 5"
+
+
+# -- the encoder's edges -------------------------------------------------------------------------
+
+
+def test_wav_headers_are_exact():
+    import struct
+
+    for n, sr in ((0, SR), (12345, SR), (7, 16000), (None, SR)):
+        header = wav_header(sr, n)
+        riff, size, wave, fmt_id, fmt_size = struct.unpack("<4sI4s4sI", header[:20])
+        fields = struct.unpack("<HHIIHH", header[20:36])
+        data_id, data_size = struct.unpack("<4sI", header[36:44])
+        assert (riff, wave, fmt_id, fmt_size, data_id) == (b"RIFF", b"WAVE", b"fmt ", 16, b"data")
+        assert fields == (1, 1, sr, 2 * sr, 2, 16)  # PCM, mono, rate, bytes/s, block, bits
+        want = 0xFFFFFFFF if n is None else 2 * n
+        assert data_size == want and size == (want if n is None else 36 + want)
+        assert len(header) == 44
+
+
+@pytest.mark.parametrize("sr", [SR, 16000])
+def test_one_shot_encoding_keeps_the_rate_and_the_length(sr):
+    x = tone(0.25)
+    wav = encode(x[:, None].astype(np.float64), "wav", sr)  # any shape and float type
+    assert wav == wav_header(sr, x.size) + to_pcm16(x)
+    for fmt in ("mp3", "flac"):
+        n, rate = decode(encode(x, fmt, sr), fmt)
+        assert rate == sr and abs(n - x.size) < 0.12 * sr, (fmt, n)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_encoder_takes_any_shape_and_float_type_and_empty_writes(fmt):
+    x = tone(0.4)
+    enc = AudioEncoder(fmt)
+    assert enc.media_type == MEDIA_TYPES[fmt]
+    out = enc.write(np.zeros(0, np.float32))
+    out += enc.write(x[:1])  # a single sample
+    out += enc.write(x[1:, None].astype(np.float64))
+    out += enc.close()
+    assert enc.close() == b""  # closing twice adds nothing
+    with pytest.raises(RuntimeError, match=r"AudioEncoder\.write after close\(\)"):
+        enc.write(x)
+    reference, _ = stream_encode(x, fmt)
+    if fmt in ("wav", "pcm", "flac"):  # lossless: the same bytes however it was fed
+        assert out == reference
+    else:
+        n, rate = decode(out, fmt)
+        assert abs(n / rate - 0.4) < SLACK[fmt] + 0.001
+
+
+def test_an_unknown_format_is_named_with_the_choices():
+    with pytest.raises(InvalidInput) as e:
+        AudioEncoder("ogg")
+    assert str(e.value) == (
+        "response_format must be one of mp3, opus, aac, flac, wav, pcm, got 'ogg'"
+    )
+
+
+def test_opus_pages_leave_every_few_tens_of_milliseconds():
+    enc, out = AudioEncoder("opus"), b""
+    for _ in range(15):  # 0.3 s in 20 ms pieces
+        out += enc.write(np.full(480, 0.1, np.float32))
+    assert out.count(b"OggS") > 10  # Ogg's default would hold about a second of pages

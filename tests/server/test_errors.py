@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 
 import httpx
 import pytest
 
+from ownvoice.server.errors import (
+    InsufficientResources,
+    InvalidHost,
+    InvalidInput,
+    ModelLoadError,
+    ModelNotFound,
+    OriginNotAllowed,
+    OwnvoiceError,
+    PayloadTooLarge,
+    QueueFull,
+    QueueTimeout,
+    ShuttingDown,
+    Unauthorized,
+    VoiceNotFound,
+    error_response,
+)
 from tests.server.fakes import FakeEngine
 from tests.server.helpers import make_settings, serve, speech_clip, wav_bytes
 
@@ -99,6 +116,48 @@ def test_malformed_requests(server):
     assert_envelope(r, 400, "input")
     assert_envelope(httpx.get(f"{base}/v1/nothing-here", headers=AUTH), 404)
     assert_envelope(httpx.put(f"{base}/v1/audio/speech", headers=AUTH), 405)
+
+
+@pytest.mark.parametrize(
+    "body, message, param",
+    [
+        ({"voice": "alloy"}, "input: Field required", "input"),
+        ({"model": "tts-1"}, "input: Field required (and 1 more problem)", "input"),
+        (
+            {"input": "hi", "voice": "alloy", "speed": 9, "seed": "x", "max_frames": 0},
+            "speed: Input should be less than or equal to 4 (and 2 more problems)",
+            "speed",
+        ),
+        (b"{x", "the request body is not valid JSON", None),
+        (b"[1]", "request body: Input should be a valid dictionary or object to extract fields from", None),
+    ],
+)  # fmt: skip
+def test_validation_messages_name_the_field_and_count_the_rest(server, body, message, param):
+    base, _, _ = server
+    if isinstance(body, bytes):
+        headers = {**AUTH, "content-type": "application/json"}
+        r = httpx.post(f"{base}/v1/audio/speech", content=body, headers=headers)
+    else:
+        r = httpx.post(f"{base}/v1/audio/speech", json=body, headers=AUTH)
+    error = assert_envelope(r, 400, param)
+    assert error["message"] == message
+
+
+@pytest.mark.parametrize(
+    "method, path, allow",
+    [
+        ("PUT", "/v1/audio/speech", "POST"),
+        ("PUT", "/v1/audio/voices", "GET, POST"),
+        ("PATCH", "/v1/audio/voices/someone", "DELETE"),
+        ("DELETE", "/v1/models", "GET"),
+        ("PUT", "/openapi.json", "GET, HEAD"),
+    ],
+)
+def test_a_wrong_method_is_told_every_method_of_the_path(server, method, path, allow):
+    base, _, _ = server
+    r = httpx.request(method, f"{base}{path}", headers=AUTH)
+    assert_envelope(r, 405)
+    assert r.headers["allow"] == allow
 
 
 def test_validation_errors_do_not_echo_the_input(server, caplog):
@@ -226,3 +285,55 @@ def test_oversized_upload_waiting_for_100_continue_is_refused_at_once(server):
         )
         head = s.recv(4096)
     assert head.startswith(b"HTTP/1.1 413"), head[:200]
+
+
+class OutOfMemoryError(RuntimeError):
+    """Named as torch's is; recognised by name without importing torch."""
+
+
+@pytest.mark.parametrize(
+    "exc, status, type_, code, headers",
+    [
+        (QueueFull("busy", retry_after=2.2), 429, "rate_limit_error", "queue_full",
+         {"retry-after": "3", "x-should-retry": "true"}),
+        (QueueFull("busy", retry_after=0.1), 429, "rate_limit_error", "queue_full",
+         {"retry-after": "1", "x-should-retry": "true"}),
+        (VoiceNotFound("no such voice"), 404, "invalid_request_error", "voice_not_found", {}),
+        (ModelNotFound("no such model"), 404, "invalid_request_error", "model_not_found", {}),
+        (PayloadTooLarge("too big"), 413, "invalid_request_error", "payload_too_large", {}),
+        (InvalidInput("bad"), 400, "invalid_request_error", None, {}),
+        (ModelLoadError("broken"), 503, "server_error", "model_unavailable", {}),
+        (QueueTimeout("waited"), 503, "server_error", "queue_timeout", {}),
+        (ShuttingDown("stopping"), 503, "server_error", "shutting_down", {"connection": "close"}),
+        (InsufficientResources(), 503, "server_error", "insufficient_resources",
+         {"retry-after": "1"}),
+        (OutOfMemoryError("CUDA out of memory"), 503, "server_error", "insufficient_resources",
+         {"retry-after": "1"}),
+        (Unauthorized("no key"), 401, "authentication_error", "invalid_api_key",
+         {"www-authenticate": "Bearer"}),
+        (OriginNotAllowed("cross-site"), 403, "permission_error", "origin_not_allowed", {}),
+        (InvalidHost("evil.example"), 400, "invalid_request_error", "invalid_host", {}),
+        (OwnvoiceError("odd"), 500, "server_error", None, {}),
+        (RuntimeError("boom"), 500, "server_error", None, {}),
+    ],
+)  # fmt: skip
+def test_each_error_class_has_its_status_type_code_and_headers(exc, status, type_, code, headers):
+    response = error_response(exc)
+    body = json.loads(response.body)["error"]
+    assert response.status_code == status
+    assert (body["type"], body["code"]) == (type_, code)
+    assert {k: v for k, v in response.headers.items() if k in SPECIAL_HEADERS} == headers
+    if not isinstance(exc, OutOfMemoryError):  # which says what the user can do instead
+        assert body["message"] == str(exc) and body["param"] is None
+
+
+SPECIAL_HEADERS = {"retry-after", "x-should-retry", "connection", "www-authenticate"}
+
+
+def test_an_error_always_has_a_message_and_keeps_its_param():
+    assert json.loads(error_response(InvalidInput("")).body)["error"]["message"] == "InvalidInput"
+    assert json.loads(error_response(RuntimeError()).body)["error"]["message"] == "RuntimeError"
+    body = json.loads(error_response(InvalidInput("too long", param="input")).body)["error"]
+    assert (body["message"], body["param"]) == ("too long", "input")
+    oom = json.loads(error_response(OutOfMemoryError("CUDA out of memory. 2 GiB")).body)["error"]
+    assert oom["message"] == InsufficientResources().message

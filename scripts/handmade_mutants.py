@@ -1,0 +1,177 @@
+"""Hand-made mutants of what mutmut cannot mutate: the C++ kernels and the fast decode path.
+
+Each is one textual change (it must occur exactly once in its file) and the tests that must
+notice it. `scripts/mutation.py` applies them one at a time in a copy of the working tree, with
+a kernel build cache of its own, and runs those tests; a mutant survives when they pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+KERNELS = "ownvoice/kernels/cpu_ops.cpp"
+LOOP = "ownvoice/engine/fast/loop.py"
+SAMPLER = "ownvoice/engine/fast/sampler.py"
+
+KERNEL_TESTS = ["tests/engine/test_kernels.py", "tests/engine/test_fast_path.py"]
+BATCH_TESTS = ["tests/engine/test_batching.py", "tests/engine/test_fast_path.py"]
+PARITY_FAST = [
+    "tests/parity/test_modes.py::test_the_fast_path_matches_the_reference_greedy",
+    "tests/engine/test_fast_path.py",
+]
+SAMPLING_TESTS = ["tests/engine/test_sampler.py", "tests/parity/test_sampled_distribution.py"]
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    path: str
+    old: str
+    new: str
+    tests: list[str]
+
+
+MUTANTS = [
+    # ---- C++ kernels (class 1: tails and remainders) ----
+    Mutant(
+        "kernel: last lone panel dropped",
+        KERNELS,
+        "for (; p < p1; ++p) tile<Fmt, 1, R>",
+        "for (; p + 1 < p1; ++p) tile<Fmt, 1, R>",
+        KERNEL_TESTS,
+    ),
+    Mutant(
+        "kernel: rows 5 of a 6-row tile remainder dropped",
+        KERNELS,
+        "case 5: return few_rows<Fmt, 5>(w, scale, xr, K, N, yr, p0, p1);",
+        "case 5: return few_rows<Fmt, 4>(w, scale, xr, K, N, yr, p0, p1);",
+        KERNEL_TESTS,
+    ),
+    Mutant(
+        "kernel: rows 4 of a 6-row tile remainder dropped",
+        KERNELS,
+        "case 4: return few_rows<Fmt, 4>(w, scale, xr, K, N, yr, p0, p1);",
+        "case 4: return few_rows<Fmt, 3>(w, scale, xr, K, N, yr, p0, p1);",
+        KERNEL_TESTS,
+    ),
+    Mutant(
+        "kernel: last weight of K skipped",
+        KERNELS,
+        "for (int64_t k = 0; k < K; ++k) {",
+        "for (int64_t k = 0; k + 1 < K; ++k) {",
+        KERNEL_TESTS,
+    ),
+    Mutant(
+        "kernel: int8 scale of the panel's first row for all",
+        KERNELS,
+        "out[p][h][c][i] * scale[n]",
+        "out[p][h][c][i] * scale[n0]",
+        KERNEL_TESTS,
+    ),
+    Mutant(
+        "kernel: bf16 high half loses a mantissa bit",
+        KERNELS,
+        "static_cast<int>(0xFFFF0000u)",
+        "static_cast<int>(0xFFFE0000u)",
+        KERNEL_TESTS,
+    ),
+    Mutant(
+        "kernel: attention misses the newest token's value",
+        KERNELS,
+        "for (int64_t s = 0; s <= last; ++s) axpy(",
+        "for (int64_t s = 0; s < last; ++s) axpy(",
+        KERNEL_TESTS,
+    ),
+    Mutant(
+        "kernel: rms norm divides by n - 1",
+        KERNELS,
+        "std::sqrt(float(ss / n) + eps)",
+        "std::sqrt(float(ss / (n - 1)) + eps)",
+        KERNEL_TESTS,
+    ),
+    Mutant(
+        "kernel: rope second half rotated the wrong way",
+        KERNELS,
+        "v[i + h] = b * cos[i + h] + a * sin[i + h];",
+        "v[i + h] = b * cos[i + h] - a * sin[i + h];",
+        KERNEL_TESTS,
+    ),
+    Mutant(
+        "kernel: values written at row 0's position (cross-row)",
+        KERNELS,
+        "std::memcpy(vc[m] + (j * cap[m] + pos[m]) * d",
+        "std::memcpy(vc[m] + (j * cap[m] + pos[0]) * d",
+        BATCH_TESTS,
+    ),
+    Mutant(
+        "kernel: grouped heads mapped round-robin",
+        KERNELS,
+        "const float* kbase = kc[m] + (i / groups) * cap[m] * d;",
+        "const float* kbase = kc[m] + (i % n_kv) * cap[m] * d;",
+        KERNEL_TESTS,
+    ),
+    # ---- the fast decode loop and sampler (class 6) ----
+    Mutant(
+        "decoder priming margin one frame short",
+        "ownvoice/model/codec/streaming.py",
+        "PRIME_MARGIN_FRAMES = 2",
+        "PRIME_MARGIN_FRAMES = 1",
+        ["tests/codec/test_codec_streaming.py"],
+    ),
+    Mutant(
+        "fast loop: EOS allowed after one frame",
+        LOOP,
+        "MIN_FRAMES = 2",
+        "MIN_FRAMES = 1",
+        BATCH_TESTS,
+    ),
+    Mutant(
+        "fast loop: trailing text one frame late",
+        LOOP,
+        "seq.prompt.text_row(seq.frames - 1)[0]",
+        "seq.prompt.text_row(seq.frames)[0]",
+        PARITY_FAST,
+    ),
+    Mutant(
+        "fast loop: repetition history not updated",
+        LOOP,
+        "s.seen[rows] = s.seen[rows].scatter(1, code0[:, None], True)",
+        "s.seen[rows] = s.seen[rows]",
+        PARITY_FAST,
+    ),
+    Mutant(
+        "fast loop: a leaving row's slot keeps stale buffers",
+        LOOP,
+        "            for t in self.slots.tensors():\n                t[slot] = t[last]\n",
+        "            for t in self.slots.tensors()[1:]:\n                t[slot] = t[last]\n",
+        BATCH_TESTS,
+    ),
+    Mutant(
+        "fast loop: torch backend reads one position short",
+        LOOP,
+        "longest = max(seq.position for seq in self.rows) + 1",
+        "longest = max(seq.position for seq in self.rows)",
+        BATCH_TESTS,
+    ),
+    Mutant(
+        "sampler: top-k drops the k-th token",
+        SAMPLER,
+        "scaled.masked_fill(scaled < kth, NEG_INF)",
+        "scaled.masked_fill(scaled <= kth, NEG_INF)",
+        SAMPLING_TESTS,
+    ),
+    Mutant(
+        "sampler: repetition penalty raises negative logits",
+        SAMPLER,
+        "torch.where(logits < 0, logits * penalty, logits / penalty)",
+        "torch.where(logits < 0, logits / penalty, logits / penalty)",
+        PARITY_FAST,
+    ),
+    Mutant(
+        "sampler: top-p keeps the token that crosses the mass",
+        SAMPLER,
+        "drop_sorted = (above >= s.top_p) & (s.top_p < 1.0)",
+        "drop_sorted = (above > s.top_p + 0.05) & (s.top_p < 1.0)",
+        SAMPLING_TESTS,
+    ),
+]
