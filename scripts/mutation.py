@@ -47,7 +47,7 @@ MODULES = {
     "settings": ("ownvoice/server/settings.py", ["tests/server/test_settings.py"]),
     "plan": ("ownvoice/audiobook/plan.py", ["tests/audiobook/test_plan.py",
                                              "tests/audiobook/test_readers.py"]),
-    "workdir": ("ownvoice/audiobook/workdir.py", ["tests/audiobook/test_resume.py"]),
+    "workdir": ("ownvoice/audiobook/workdir.py", ["tests/audiobook/test_workdir.py"]),
     "encode": ("ownvoice/encode.py", ["tests/server/test_encode.py"]),
 }  # fmt: skip
 

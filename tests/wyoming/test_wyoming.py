@@ -371,11 +371,16 @@ def test_zeroconf_announces_a_reachable_listener_only(tiny_checkpoints, tmp_path
         assert "announced as" in caplog.text
 
 
-def test_a_vanished_client_leaves_the_batch_at_the_next_step(tmp_path):
+def test_a_vanished_client_leaves_the_batch_at_the_next_step(tmp_path, monkeypatch):
     """Counted in engine steps (a fake engine that takes 50 ms a frame): the row of a client
     that disconnects leaves within two steps, while the other rows carry on."""
+    from ownvoice.service import planning
     from tests.server.fakes import FakeEngine
     from tests.server.helpers import serve
+
+    # the shipped frame cap (the module's tiny-model server lowers it while it is up)
+    monkeypatch.setattr(planning, "CAP_FACTOR", 3.0)
+    monkeypatch.setattr(planning, "MIN_CAP_FRAMES", 40)
 
     engine = FakeEngine(frame_delay=0.05, frames_per_char=1.0)
     settings = make_settings(
