@@ -9,6 +9,8 @@ import pytest
 
 from ownvoice.cli import build_parser
 from ownvoice.cli.serve import build_settings
+from ownvoice.designs import DesignedVoice
+from ownvoice.engine.options import EngineConfig
 from ownvoice.errors import InvalidInput
 from ownvoice.server.settings import (
     DEFAULT_MODEL,
@@ -17,6 +19,7 @@ from ownvoice.server.settings import (
     model_type_hint,
     resolve_roles,
 )
+from ownvoice.service.config import Limits, ModelSpec, ServiceConfig
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -144,3 +147,177 @@ def test_cli_serve_flags(tmp_path, monkeypatch):
     assert s.server.port == 9001  # flags win over the environment
     assert {n: m.source for n, m in s.models.items()} == {"my-ckpt": str(ckpt)}
     assert s.roles.presets is None and s.lazy_load  # the role comes from the checkpoint's type
+
+
+# -- every setting reaches the part that uses it ----------------------------------------------
+
+
+def test_every_setting_reaches_the_serving_core_and_the_engine(tmp_path):
+    s = load_settings(
+        None,
+        models={"a": {"source": "/m/a", "type": "custom_voice"}, "b": {"hf_id": "org/b-Base"}},
+        roles={"clone": "b"},
+        device="cuda:1",
+        dtype="bfloat16",
+        lazy_load=True,
+        voices_dir=str(tmp_path),
+        optimization={
+            "attention": "eager", "use_compile": True, "use_cuda_graphs": False,
+            "quantize": "int8", "num_threads": 3,
+            "streaming": {"decode_window_frames": 40, "emit_every_frames": 5},
+        },
+        limits={"max_input_chars": 999, "queue_size": 3, "max_batch": 6, "request_timeout_s": 42,
+                "max_chunk_chars": 123, "max_upload_mb": 7.5},
+        voice_aliases={"nova": "serena"},
+        gpu_keepalive_interval_s=2.5,
+    )  # fmt: skip
+    assert s.engine_config() == EngineConfig(
+        device="cuda:1", dtype="bfloat16", attention="eager", use_compile=True,
+        use_cuda_graphs=False, decode_window_frames=40, quantize="int8", num_threads=3,
+    )  # fmt: skip
+    assert s.service_config() == ServiceConfig(
+        models=(ModelSpec("a", "/m/a", "custom_voice"), ModelSpec("b", "org/b-Base", None)),
+        roles={"clone": "b"},
+        engine=s.engine_config(),
+        limits=Limits(max_input_chars=999, queue_size=3, max_batch=6, request_timeout_s=42,
+                      max_chunk_chars=123, max_upload_mb=7.5),
+        lazy_load=True,
+        voices_dir=tmp_path,
+        chunk_frames=5,
+        voice_aliases={"nova": "serena"},
+        keepalive_s=2.5,
+    )  # fmt: skip
+    flash = load_settings(None, optimization={"attention": "flash_attention_2"})
+    assert flash.engine_config().attention == "sdpa"
+
+
+@pytest.mark.parametrize(
+    "default_model, roles, want",
+    [
+        ("cv", {}, {"presets": "cv"}),
+        ("vd", {}, {"design": "vd"}),
+        ("base", {}, {}),  # clones are never routed by default_model
+        ("cv", {"presets": "cv2"}, {"presets": "cv2"}),  # the roles block wins
+        ("unknown", {}, {}),  # a type that cannot be told serves no role
+        (None, {"design": "vd"}, {"design": "vd"}),
+    ],
+)
+def test_default_model_serves_the_role_of_its_type(default_model, roles, want):
+    models = {
+        "cv": {"source": "/m/cv", "type": "custom_voice"},
+        "cv2": {"source": "/m/cv2", "type": "custom_voice"},
+        "vd": {"source": "/m/vd", "type": "voice_design"},
+        "base": {"source": "/m/base", "type": "base"},
+        "unknown": {"source": "/m/unknown"},
+    }
+    s = load_settings(None, models=models, default_model=default_model, roles=roles)
+    assert s.explicit_roles() == want
+
+
+def test_their_keys_are_explained_at_start():
+    s = load_settings(
+        None,
+        models={"a": {"source": "/x/a", "type": "custom_voice"},
+                "b": {"source": "/x/b", "type": "base"}},
+        default_model="b",
+        voices=["x"],
+        optimization={"attention": "flash_attention_2", "compile_mode": "max",
+                      "use_fast_codebook": True, "compile_codebook_predictor": False,
+                      "streaming": {"decode_window_frames": 72}},
+    )  # fmt: skip
+    no_effect = (
+        "has no effect here: ownvoice's own decode loop is always the fast one (static KV "
+        "cache, CUDA graphs with use_cuda_graphs)"
+    )
+    assert s.compat_notes() == [
+        "optimization.attention flash_attention_2 runs as sdpa: ownvoice does not use the "
+        "flash-attn package; PyTorch's sdpa picks a flash kernel on the GPU by itself",
+        "optimization.streaming.decode_window_frames 72: each chunk re-decodes the last 72 "
+        "frames, as the Qwen3-TTS OpenAI server does; remove it for ownvoice's exact "
+        "incremental decoder (same audio as decoding it all at once, less work per chunk)",
+        f"optimization.compile_mode {no_effect}",
+        f"optimization.use_fast_codebook {no_effect}",
+        f"optimization.compile_codebook_predictor {no_effect}",
+        "voices: the list has no effect here; the voices are the models' own speakers, the "
+        "OpenAI names and the voice library (GET /v1/voices)",
+        "default_model b serves the requests that name it; other voices go to the model of "
+        "their kind (roles)",
+    ]
+    served = load_settings(None, models={"a": {"source": "/x/a", "type": "custom_voice"}},
+                           default_model="a")  # fmt: skip
+    assert served.compat_notes() == [
+        "default_model a serves the presets role; other voices go to the model of their kind "
+        "(roles)"
+    ]
+    assert load_settings(None).compat_notes() == []
+
+
+def test_designed_voices_from_the_config():
+    s = load_settings(None, designs={
+        "narrator": "  A calm, deep voice.  ",
+        "kid": {"instructions": "A bright young voice.", "language": "english", "seed": 4},
+    })  # fmt: skip
+    assert s.designed_voices() == {
+        "narrator": DesignedVoice("narrator", "A calm, deep voice.", None, None, source="config"),
+        "kid": DesignedVoice("kid", "A bright young voice.", "english", 4, source="config"),
+    }
+
+
+# -- what a bad config is told ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "yaml_text, message",
+    [
+        ("limits: {queue_sise: 3}\n",
+         "limits.queue_sise: unknown key; did you mean limits.queue_size?"),
+        ("limits: {zzz: 3}\n",
+         "limits.zzz: unknown key; known here: max_input_chars, queue_size, max_batch, "
+         "concurrency, request_timeout_s, max_chunk_chars, max_upload_mb, send_timeout_s"),
+        ("models: {a: {sorce: x}}\n",
+         "models.a.source: required (or hf_id): a Hugging Face hub id or a checkpoint folder; "
+         "models.a.sorce: unknown key; did you mean models.a.source?"),
+        ("models: {a: {source: x, hf_idd: y}}\n",
+         "models.a.hf_idd: unknown key; did you mean models.a.hf_id?"),
+        ("limits: {queue_size: -1, max_batch: 0}\n",
+         "limits.queue_size: Input should be greater than or equal to 0; "
+         "limits.max_batch: Input should be greater than or equal to 1"),
+        ("designs: {x: {instructions: A warm voice., foo: 1}}\n",
+         "designs.x.DesignEntry.foo: unknown key; designs.x.str: Input should be a valid string"),
+        ("- 1\n", None),
+    ],
+)  # fmt: skip
+def test_a_bad_config_is_told_what_and_where(tmp_path, yaml_text, message):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml_text)
+    with pytest.raises(InvalidInput) as caught:
+        load_settings(cfg)
+    assert caught.value.param == "config"
+    if message is None:
+        assert str(caught.value) == f"config file {str(cfg)!r} must hold a mapping of keys"
+    else:
+        assert str(caught.value) == f"config file {str(cfg)!r}: {message}"
+
+
+def test_unreadable_and_unparsable_files_and_overrides(tmp_path):
+    with pytest.raises(InvalidInput) as caught:
+        load_settings(tmp_path)  # a folder
+    assert str(caught.value).startswith(f"cannot read config file {str(tmp_path)!r}: ")
+    assert caught.value.param == "config"
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("a: [\n")
+    with pytest.raises(InvalidInput) as caught:
+        load_settings(cfg)
+    assert str(caught.value).startswith(f"config file {str(cfg)!r} is not valid YAML: ")
+    assert caught.value.param == "config"
+    cfg.write_text("")  # empty: the defaults
+    assert load_settings(cfg).model_dump() == load_settings(None).model_dump()
+    cfg.write_text("limits: {queue_size: 2}\nlog_text: true\n")
+    s = load_settings(cfg, limits={"max_batch": 3})  # an override replaces the file's key
+    assert (s.limits.queue_size, s.limits.max_batch, s.log_text) == (8, 3, True)
+    with pytest.raises(InvalidInput) as caught:
+        load_settings(None, limits={"queue_size": -1})
+    assert (
+        str(caught.value)
+        == "settings: limits.queue_size: Input should be greater than or equal to 0"
+    )
