@@ -205,3 +205,276 @@ def test_prompt_is_encoded_once_and_cached_on_disk(tmp_path):
     restarted.prompt(restarted.get("alice"), engine, "model-A", x_vector_only=False)
     assert engine.make_voice_calls == 4
     assert profile.folder.name == "alice" and restarted.get("alice").name == "Alice"
+
+
+# -- the rules at their edges, and what is written and read ------------------------------------
+
+
+def clip(seconds: float, rate: int = 8000, level: float = 0.3) -> np.ndarray:
+    return speech_clip(seconds, rate=rate, level=level)
+
+
+@pytest.mark.parametrize(
+    "samples, message",
+    [
+        (clip(3.0), None),  # both ends of the length are allowed
+        (clip(30.0), None),
+        (clip(2.99), "reference audio is 3.0 s long; it must be between 3 and 30 s (about 10 s "
+                     "of clear speech works best)"),
+        (clip(30.01), "reference audio is 30.0 s long; it must be between 3 and 30 s (about 10 s "
+                      "of clear speech works best)"),
+        (np.full(8000 * 4, 1.01 * 10 ** (-50 / 20), np.float32), None),  # just above -50 dBFS
+        (np.full(8000 * 4, 1e-4, np.float32),
+         "reference audio is silent (-80 dBFS RMS); record some speech"),
+        (np.zeros(8000 * 4, np.float32),
+         "reference audio is silent (-240 dBFS RMS); record some speech"),
+    ],
+)  # fmt: skip
+def test_reference_length_and_silence_limits(samples, message):
+    from ownvoice.voices import check_reference
+
+    if message is None:
+        check_reference(samples, 8000)
+        return
+    with pytest.raises(AudioError) as caught:
+        check_reference(samples, 8000)
+    assert str(caught.value) == message
+
+
+@pytest.mark.parametrize("clipped, refused", [(32, False), (33, True)])  # 0.1 % of 32 000
+def test_clipping_counts_samples_at_full_scale(clipped, refused):
+    from ownvoice.voices import check_reference
+
+    samples = clip(4.0)
+    samples[:clipped] = 0.999  # at the clip level counts as clipped
+    if not refused:
+        check_reference(samples, 8000)
+        return
+    with pytest.raises(AudioError) as caught:
+        check_reference(samples, 8000)
+    assert str(caught.value) == (
+        "reference audio is clipped (0.10 % of samples at full scale); record it again at a "
+        "lower level"
+    )
+
+
+def test_a_long_upload_is_never_decoded_past_the_longest_clip():
+    from ownvoice.voices import load_reference
+
+    with pytest.raises(AudioError) as caught:
+        load_reference(wav_bytes(clip(40.0), 8000))
+    assert str(caught.value) == "audio is 40.0 s long; at most 30 s is accepted"
+
+
+@pytest.mark.parametrize(
+    "fields, param, message",
+    [
+        ({"ref_text": "x" * 1000}, None, None),
+        ({"ref_text": "x" * 1001}, "ref_text",
+         "ref_text is 1001 characters; at most 1000 (the transcript of a clip of at most 30 s)"),
+        ({"language": "l" * 33}, "language", "language is 33 characters; at most 32"),
+        ({"language": "l" * 32}, "language", "language 'llllllllllllllllllllllllllllllll' is "
+         "not supported; use one of english (or an ISO code such as en, zh, pt-BR)"),
+        ({"language": "german"}, "language", "language 'german' is not supported; use one of "
+         "english (or an ISO code such as en, zh, pt-BR)"),
+        ({"consent": "y" * 256}, None, None),
+        ({"consent": "y" * 257}, "consent",
+         "consent is 257 characters; at most 256 (a yes or an id)"),
+    ],
+)  # fmt: skip
+def test_voice_fields_at_their_limits(fields, param, message):
+    from ownvoice.voices import check_voice_fields
+
+    args = {"ref_text": None, "language": None, "consent": None, **fields}
+    if message is None:
+        check_voice_fields(args["ref_text"], args["language"], args["consent"], ["english"])
+        return
+    with pytest.raises(InvalidInput) as caught:
+        check_voice_fields(args["ref_text"], args["language"], args["consent"], ["english"])
+    assert (caught.value.param, str(caught.value)) == (param, message)
+
+
+def test_voice_fields_are_stripped_and_blank_is_none():
+    from ownvoice.voices import check_voice_fields
+
+    assert check_voice_fields("  Hi there.  ", " english ", None, None) == ("Hi there.", "english")
+    assert check_voice_fields("   ", "  ", None, None) == (None, None)
+
+
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("x" * 64, None),
+        ("x" * 79 + "!", "voice name '" + "x" * 79 + "!' is not allowed; use 1-64 characters: "
+         "letters, digits, space, '_', '-', '.', starting with a letter or digit"),
+        ("x" * 80 + "!", "voice name '" + "x" * 80 + "...' is not allowed; use 1-64 characters: "
+         "letters, digits, space, '_', '-', '.', starting with a letter or digit"),
+        ("Profiles", "voice name 'Profiles' is reserved by the voice library's layout; choose "
+         "another"),
+        ("META.JSON", "voice name 'META.JSON' is reserved by the voice library's layout; choose "
+         "another"),
+    ],
+)  # fmt: skip
+def test_names_at_their_limits(name, message):
+    from ownvoice.voices import validate_name
+
+    if message is None:
+        assert validate_name(f" {name} ") == name
+        return
+    with pytest.raises(InvalidInput) as caught:
+        validate_name(name)
+    assert (caught.value.param, str(caught.value)) == ("name", message)
+
+
+def test_what_add_writes(tmp_path):
+    lib = VoiceLibrary(tmp_path / "new" / "voices")  # made, parents and all
+    before = time.gmtime()
+    p = lib.add("Zoe", CLIP, ref_text=" Grüß dich. ", language="german",
+                consent={"given": True}, languages=["german"])  # fmt: skip
+    text = (p.folder / "meta.json").read_text(encoding="utf-8")
+    assert "Grüß" in text and text.startswith('{\n  "name"')  # readable
+    meta = json.loads(text)
+    assert meta["created_at"] == p.created_at
+    created = time.strptime(meta.pop("created_at"), "%Y-%m-%dT%H:%M:%SZ")
+    assert time.mktime(before) - 1 <= time.mktime(created) <= time.mktime(time.gmtime()) + 1
+    assert len(meta.pop("profile_id")) == 12
+    assert meta == {
+        "name": "Zoe", "ref_audio_filename": "reference.wav", "ref_text": "Grüß dich.",
+        "x_vector_only_mode": False, "language": "german", "origin": "ownvoice",
+        "consent": {"given": True},
+    }  # fmt: skip
+    bare = json.loads((lib.add("Bare", CLIP).folder / "meta.json").read_text())
+    assert (bare["ref_text"], bare["x_vector_only_mode"], bare["language"]) == ("", True, "Auto")
+    assert "consent" not in bare
+    with pytest.raises(InvalidInput) as caught:  # the clone model's languages are the rule
+        lib.add("Other", CLIP, ref_text="Hi.", language="german", languages=["english"])
+    assert caught.value.param == "language"
+
+
+def test_add_goes_into_the_seed_servers_profiles_folder_when_there_is_one(tmp_path):
+    (tmp_path / "profiles").mkdir()
+    p = VoiceLibrary(tmp_path).add("Dana", CLIP, ref_text="Hello there.")
+    assert p.folder == tmp_path / "profiles" / "Dana"
+
+
+def test_a_taken_name_is_refused_with_409(tmp_path):
+    lib = VoiceLibrary(tmp_path)
+    lib.add("Eve", CLIP, ref_text="Hello.")
+    for name, message in (
+        ("EVE", "a voice named 'EVE' already exists"),
+        ("notes.txt", "the name 'notes.txt' is taken in the voice library's folder"),
+    ):
+        (tmp_path / "notes.txt").write_text("mine")
+        with pytest.raises(VoiceExists) as caught:
+            lib.add(name, CLIP, ref_text="Hello.")
+        assert (caught.value.param, str(caught.value), caught.value.status) == (
+            "name", message, 409,
+        )  # fmt: skip
+
+
+def test_a_failed_write_leaves_nothing(tmp_path, monkeypatch):
+    import ownvoice.voices as voices
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(voices, "write_wav", broken)
+    with pytest.raises(OSError, match="disk full"):
+        VoiceLibrary(tmp_path).add("Fay", CLIP, ref_text="Hello.")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_hand_written_profile_is_read_as_written(tmp_path):
+    write_profile(tmp_path / "a", name=" Gil ", profile_id=123, created_at="2025-01-02T03:04:05Z",
+                  language="", ref_text="  Hi.  ")  # fmt: skip
+    write_profile(tmp_path / "b", name="Hal", profile_id="", language="French")
+    body = json.loads((tmp_path / "b" / "meta.json").read_text())
+    del body["x_vector_only_mode"]
+    (tmp_path / "b" / "meta.json").write_text(json.dumps(body))
+    gil, hal = VoiceLibrary(tmp_path).profiles()
+    assert (gil.name, gil.profile_id, gil.created_at, gil.language, gil.ref_text) == (
+        "Gil", "123", "2025-01-02T03:04:05Z", None, "Hi.",
+    )  # fmt: skip
+    assert (hal.profile_id, hal.language, hal.x_vector_only) == (None, "French", False)
+
+
+@pytest.mark.parametrize(
+    "meta, reason",
+    [
+        ("[1]", "meta.json is not a JSON object"),
+        ({"name": " ", "ref_audio_filename": "ref_audio.wav"}, "'name' is missing"),
+        ({"name": 5, "ref_audio_filename": "ref_audio.wav"}, "'name' is missing"),
+        ({"name": "N", "ref_audio_filename": ""}, "'ref_audio_filename' is missing"),
+        ({"name": "N", "ref_audio_filename": 3}, "'ref_audio_filename' is missing"),
+        ({"name": "N", "ref_audio_filename": "../x.wav"}, "'../x.wav' points outside the voice "
+                                                           "library"),
+        ({"name": "N", "ref_audio_filename": "none.wav"}, "reference audio 'none.wav' is missing "
+                                                           "or empty"),
+        ({"name": "N", "ref_audio_filename": "empty.wav"}, "reference audio 'empty.wav' is "
+                                                            "missing or empty"),
+        ({"name": "N", "ref_audio_filename": "ref_audio.wav", "ref_text": " " + "x" * 1001},
+         "'ref_text' is 1001 characters; at most 1000 are used (a transcript of a clip of at "
+         "most 30 s)"),
+    ],
+)  # fmt: skip
+def test_a_broken_profile_is_skipped_with_its_reason(tmp_path, caplog, meta, reason):
+    folder = write_profile(tmp_path / "v")
+    (folder / "empty.wav").write_bytes(b"")
+    (folder / "meta.json").write_text(meta if isinstance(meta, str) else json.dumps(meta))
+    with caplog.at_level("WARNING", logger="ownvoice.voices"):
+        assert VoiceLibrary(tmp_path).profiles() == []
+    assert [r.getMessage() for r in caplog.records] == [
+        f"voice library: skipping {folder}: {reason}"
+    ]
+
+
+def test_a_transcript_of_the_longest_length_is_kept(tmp_path):
+    write_profile(tmp_path / "v", ref_text="x" * 1000)
+    assert VoiceLibrary(tmp_path).get("Alice").ref_text == "x" * 1000
+
+
+def test_folders_of_the_layout_are_not_voices(tmp_path):
+    write_profile(tmp_path / ".hidden", name="Hidden")
+    write_profile(tmp_path / "profiles" / "profiles", name="Nested")  # a voice named so, inside
+    write_profile(tmp_path / "profiles" / "seed", name="Seed")
+    write_profile(tmp_path / "top", name="Top")
+    (tmp_path / "file.txt").write_text("not a folder")
+    assert [p.name for p in VoiceLibrary(tmp_path).profiles()] == ["Nested", "Seed", "Top"]
+
+
+def test_voices_are_listed_in_case_insensitive_order(tmp_path):
+    for name in ("b", "Aa", "a_b", "C"):
+        write_profile(tmp_path / name, name=name)
+    assert [p.name for p in VoiceLibrary(tmp_path).profiles()] == ["a_b", "Aa", "b", "C"]
+
+
+def test_modes_of_a_voice_without_transcript_are_encoded_apart(tmp_path, caplog):
+    write_profile(tmp_path / "v", ref_text="")
+    engine = FakeEngine("base")
+    lib = VoiceLibrary(tmp_path)
+    profile = lib.get("Alice")
+    lib.prompt(profile, engine, "m", x_vector_only=False)
+    lib.prompt(profile, engine, "m", x_vector_only=True)
+    assert engine.make_voice_calls == 2
+    # a damaged cache entry is re-made, and said so
+    for entry in (tmp_path / "v" / ".cache").glob("prompt-*"):
+        entry.write_bytes(b"damaged")
+    with caplog.at_level("WARNING", logger="ownvoice.voices"):
+        VoiceLibrary(tmp_path).prompt(profile, engine, "m", x_vector_only=False)
+    assert engine.make_voice_calls == 3
+    (message,) = [r.getMessage() for r in caplog.records]
+    assert message.startswith(f"voice Alice: ignoring cached prompt {tmp_path / 'v' / '.cache'}")
+    assert message.count(": ") >= 2 and len(message.rsplit(": ", 1)[1]) > 0  # and why
+
+
+def test_a_running_process_is_told_from_a_finished_one():
+    import subprocess
+    import sys
+
+    from ownvoice.voices import _running
+
+    done = subprocess.run([sys.executable, "-c", "pass"], check=True)
+    assert done.returncode == 0
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    assert _running(os.getpid()) and not _running(child.pid)
