@@ -128,8 +128,9 @@ def _too_long(seconds: float | None, max_seconds: float) -> AudioError:
 
 def _plain(e: Exception) -> str:
     """libsndfile's message without the Python object it was handed (`<_io.BytesIO object at
-    0x7f...>` tells a user nothing and shows the server's memory layout)."""
-    text = re.sub(r"<[^<>]* at 0x[0-9a-fA-F]+>", "the file", str(e)).strip()
+    0x7f...>` tells a user nothing and shows the server's memory layout; `<_io.BufferedReader
+    name='/srv/...'>` shows where its files are)."""
+    text = re.sub(r"<_io\.[^<>]*>|<[^<>]* at 0x[0-9a-fA-F]+>", "the file", str(e)).strip()
     return text or type(e).__name__
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -109,3 +110,36 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypat
     assert (work.chunks / "k1.flac").read_bytes() == before
     assert work.record("k1") == record()
     assert sorted(p.name for p in work.chunks.iterdir()) == ["k1.flac", "k1.json"]
+
+
+def test_the_folder_layout_and_where_temporaries_are_written(tmp_path, monkeypatch):
+    import os
+
+    work = WorkDir(tmp_path / "w")
+    assert (tmp_path / "w" / "chunks").is_dir()
+    work.unlock()  # never locked: nothing to release
+    work.forget("never-saved")  # nothing to forget
+    moves = []
+    real_replace = os.replace
+
+    def replace(src, dst):
+        moves.append((src, dst))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    work.save(record(), np.zeros(10, np.float32), 24000)
+    work.write_json("report.json", {"a": 1})
+    for src, dst in moves:
+        src, dst = Path(src), Path(dst)
+        # beside its target (a rename, never a copy across disks), hidden, and cleaned by lock()
+        assert src.parent == dst.parent and src.name.startswith(f".{dst.name}.")
+        assert src.suffix == ".tmp"
+    work.lock()
+    assert (tmp_path / "w" / "lock").is_file()
+    with pytest.raises(InvalidInput) as caught:
+        WorkDir(tmp_path / "w").lock()
+    assert str(caught.value) == (
+        f"work folder {tmp_path / 'w'} is in use by another `ownvoice book`; wait for it or pass "
+        "another --work-dir"
+    )
+    work.unlock()

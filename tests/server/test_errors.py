@@ -128,6 +128,8 @@ def test_malformed_requests(server):
             "speed: Input should be less than or equal to 4 (and 2 more problems)",
             "speed",
         ),
+        ({"input": "hi", "voice": {"name": "x"}},
+         "voice.str: Input should be a valid string (and 1 more problem)", "voice"),
         (b"{x", "the request body is not valid JSON", None),
         (b"[1]", "request body: Input should be a valid dictionary or object to extract fields from", None),
     ],

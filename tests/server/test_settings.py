@@ -284,6 +284,9 @@ def test_designed_voices_from_the_config():
          "limits.max_batch: Input should be greater than or equal to 1"),
         ("designs: {x: {instructions: A warm voice., foo: 1}}\n",
          "designs.x.DesignEntry.foo: unknown key; designs.x.str: Input should be a valid string"),
+        ("models: {a: {source: x}}\nroles: {clone: b}\n",
+         "settings: Value error, roles.clone names model 'b', which is not in models "
+         "(configured: a)"),
         ("- 1\n", None),
     ],
 )  # fmt: skip

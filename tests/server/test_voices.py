@@ -241,8 +241,10 @@ def test_reference_length_and_silence_limits(samples, message):
     assert str(caught.value) == message
 
 
-@pytest.mark.parametrize("clipped, refused", [(32, False), (33, True)])  # 0.1 % of 32 000
-def test_clipping_counts_samples_at_full_scale(clipped, refused):
+@pytest.mark.parametrize(
+    "clipped, refused, share", [(32, False, ""), (33, True, "0.10"), (160, True, "0.50")]
+)  # 0.1 % of 32 000 samples is allowed
+def test_clipping_counts_samples_at_full_scale(clipped, refused, share):
     from ownvoice.voices import check_reference
 
     samples = clip(4.0)
@@ -253,7 +255,7 @@ def test_clipping_counts_samples_at_full_scale(clipped, refused):
     with pytest.raises(AudioError) as caught:
         check_reference(samples, 8000)
     assert str(caught.value) == (
-        "reference audio is clipped (0.10 % of samples at full scale); record it again at a "
+        f"reference audio is clipped ({share} % of samples at full scale); record it again at a "
         "lower level"
     )
 
@@ -478,3 +480,81 @@ def test_a_running_process_is_told_from_a_finished_one():
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
     assert _running(os.getpid()) and not _running(child.pid)
+
+
+def test_leftovers_of_killed_writes_are_cleaned_and_nothing_else(tmp_path):
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    dead, hexa = child.pid, "0123456789abcdef" * 2
+    (tmp_path / "profiles").mkdir()
+    gone = [f".tmp-{dead}-{hexa}", f".trash-{dead}-{hexa}", f".trash-{hexa}",
+            f".tmp-{os.getpid()}-{hexa}"]  # fmt: skip
+    kept = [f".tmp-1-{hexa}", f".tmp-{dead}-{hexa[:-1]}", ".tmp-x", "alice"]  # pid 1 runs
+    for name in gone + kept:
+        (tmp_path / name).mkdir()
+    (tmp_path / "profiles" / f".trash-{hexa}").mkdir()
+    (tmp_path / f".tmp-{dead}-{'f' * 32}").write_text("a file, not a folder")
+    os.symlink(tmp_path / "alice", tmp_path / f".trash-{'e' * 32}")
+    removed = VoiceLibrary(tmp_path).clean_leftovers()
+    assert sorted(removed) == sorted([*gone, f".trash-{hexa}"])
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == sorted([*kept, "profiles", f".tmp-{dead}-{'f' * 32}", f".trash-{'e' * 32}"])
+    assert list((tmp_path / "profiles").iterdir()) == []
+    assert VoiceLibrary(tmp_path / "missing").clean_leftovers() == []
+
+
+def test_a_process_of_another_user_counts_as_running(monkeypatch):
+    from ownvoice.voices import _running
+
+    def not_ours(pid, signal):
+        raise PermissionError("not permitted")
+
+    monkeypatch.setattr(os, "kill", not_ours)
+    assert _running(12345)
+
+
+def test_a_voice_is_found_by_name_id_or_folder(tmp_path):
+    write_profile(tmp_path / "folder-a", name="Alice", profile_id="id-123")
+    lib = VoiceLibrary(tmp_path)
+    for key in ("alice", "clone:ALICE", " Alice ", "id-123", "folder-a"):
+        assert lib.get(key).name == "Alice", key
+    with pytest.raises(VoiceNotFound) as caught:
+        lib.get("id-12")
+    assert str(caught.value) == "voice 'id-12' is not in the voice library; available: clone:Alice"
+    with pytest.raises(VoiceNotFound) as caught:
+        VoiceLibrary(tmp_path / "none").get("x")
+    assert str(caught.value) == (
+        "voice 'x' is not in the voice library; available: none (the library is empty)"
+    )
+
+
+def test_a_profile_broken_again_differently_is_reported_again(tmp_path, caplog):
+    folder = write_profile(tmp_path / "v")
+    lib = VoiceLibrary(tmp_path)
+    with caplog.at_level("WARNING", logger="ownvoice.voices"):
+        (folder / "meta.json").write_text("{broken")
+        lib.profiles()
+        lib.profiles()
+        (folder / "meta.json").write_text("{broken, and longer")
+        lib.profiles()
+    assert len(caplog.records) == 2
+
+
+def test_add_keeps_the_mode_asked_for_the_clip_rate_and_utc_time(tmp_path, monkeypatch):
+    monkeypatch.setenv("TZ", "Asia/Kolkata")  # +05:30: a local time would show
+    time.tzset()
+    try:
+        p = VoiceLibrary(tmp_path).add("Ivy", CLIP, ref_text="Hello there.", x_vector_only=True)
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+    meta = json.loads((p.folder / "meta.json").read_text())
+    assert meta["x_vector_only_mode"] is True and p.x_vector_only
+    created = time.mktime(time.strptime(meta["created_at"], "%Y-%m-%dT%H:%M:%SZ"))
+    assert abs(created - time.mktime(time.gmtime())) < 60
+    import soundfile as sf
+
+    assert sf.info(p.ref_audio).samplerate == 16000  # the clip's own rate
