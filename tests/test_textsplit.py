@@ -5,9 +5,9 @@ import pytest
 from ownvoice.errors import InvalidInput
 from ownvoice.textsplit import (
     TextChunk,
-    cjk_fraction,
     chunk_paragraphs,
     chunk_text,
+    cjk_fraction,
     hard_split,
     is_cjk,
     language_code,
