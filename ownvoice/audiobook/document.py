@@ -9,6 +9,53 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ownvoice.errors import InvalidInput
+
+NOTES_ANNOUNCEMENT = "Notes."
+TABLE_NOTICE = "A table is left out here."
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """What of a book's apparatus is read: notes at the end of their chapter or not at all,
+    tables row by row or as a short notice, figures by caption or not at all."""
+
+    notes: str = "end"  # "end" | "skip"
+    tables: str = "read"  # "read" | "skip"
+    figures: str = "read"  # "read" | "skip"
+
+    def validate(self) -> None:
+        for name, allowed in (("notes", ("end", "skip")), ("tables", ("read", "skip")),
+                              ("figures", ("read", "skip"))):  # fmt: skip
+            value = getattr(self, name)
+            if value not in allowed:
+                raise InvalidInput(
+                    f"{name} must be {' or '.join(allowed)}, got {value!r}", param=name
+                )
+
+
+def with_notes_at_end(texts: list[str], notes: list[str]) -> tuple[str, ...]:
+    """A chapter's paragraphs, then its notes after a short announcement."""
+    return tuple(texts + ([NOTES_ANNOUNCEMENT, *notes] if notes else []))
+
+
+def table_sentences(header: list[str], rows: list[list[str]]) -> list[str]:
+    """One sentence per row, each cell after its column's header: "Boat Mary, crew 4."."""
+    said = []
+    for row in rows:
+        parts = []
+        for i, text in enumerate(row):
+            if not text:
+                continue
+            name = header[i] if i < len(header) else ""
+            if name and parts:  # mid-sentence: "crew", not "Crew" (but "ID" stays)
+                name = name[0].lower() + name[1:] if name[1:] == name[1:].lower() else name
+            parts.append(f"{name} {text}" if name else text)
+        if parts:
+            sentence = ", ".join(parts)
+            said.append(sentence if sentence[-1] in ".!?…" else sentence + ".")
+    return said
+
 
 @dataclass(frozen=True)
 class Chapter:

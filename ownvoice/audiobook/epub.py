@@ -25,8 +25,9 @@ from xml.etree.ElementTree import Element, ParseError
 import defusedxml.ElementTree as SafeET
 from defusedxml import DefusedXmlException
 
-from ownvoice.audiobook.document import Book, Chapter, merge_title_only_chapters
-from ownvoice.audiobook.xhtml import Block, parse_nav, parse_xhtml
+from ownvoice.audiobook.document import Book, Chapter, ReadOptions, merge_title_only_chapters
+from ownvoice.audiobook.nav import parse_nav
+from ownvoice.audiobook.xhtml import Block, chapter_text, parse_xhtml, place_notes
 from ownvoice.errors import InvalidInput
 
 _TEXT_TYPES = {"application/xhtml+xml", "text/html", "application/x-dtbook+xml"}
@@ -50,14 +51,16 @@ class _TocEntry:
     level: int
 
 
-def read_epub(path: str, limits: EpubLimits = EpubLimits()) -> Book:
+def read_epub(
+    path: str, limits: EpubLimits = EpubLimits(), options: ReadOptions | None = None
+) -> Book:
     try:
         archive = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError) as e:
         raise InvalidInput(f"{path}: not a readable EPUB (an EPUB is a zip archive): {e}") from e
     with archive:
         _check_archive(path, archive, limits)
-        return _Reader(path, archive, limits).book()
+        return _Reader(path, archive, limits, options or ReadOptions()).book()
 
 
 def _check_archive(path: str, archive: zipfile.ZipFile, limits: EpubLimits) -> None:
@@ -86,8 +89,10 @@ def _size(n: int) -> str:
 
 
 class _Reader:
-    def __init__(self, path: str, archive: zipfile.ZipFile, limits: EpubLimits):
-        self.path, self.archive, self.limits = path, archive, limits
+    def __init__(
+        self, path: str, archive: zipfile.ZipFile, limits: EpubLimits, options: ReadOptions
+    ):
+        self.path, self.archive, self.limits, self.options = path, archive, limits, options
         self.names = set(archive.namelist())
 
     # -- archive access ------------------------------------------------------------------------
@@ -165,20 +170,29 @@ class _Reader:
         )
 
     def _read_spine(self, spine: list[str]):
-        """All text blocks in reading order, where each document starts, and every id's block."""
+        """All text blocks in reading order (each note with the block that refers to it), where
+        each document starts, and every id's block."""
         blocks: list[Block] = []
+        keys: list[str] = []  # per block: "document#note id" for notes
+        refs: dict[str, int] = {}  # "document#id" a note reference points at -> its block
         doc_start: dict[str, int] = {}
         anchors: dict[tuple[str, str], int] = {}
+        note_targets: set[str] = set()
         for path in spine:
             if path in doc_start:
                 continue  # listed twice: read once
             doc_start[path] = len(blocks)
             data = self.read(path, "spine document")
-            doc_blocks, doc_anchors = parse_xhtml(data.decode("utf-8", errors="replace"))
-            for anchor, index in doc_anchors.items():
+            parsed = parse_xhtml(data.decode("utf-8", errors="replace"), self.options, note_targets)
+            for anchor, index in parsed.anchors.items():
                 anchors[(path, anchor)] = len(blocks) + index
-            blocks += doc_blocks
-        return blocks, doc_start, anchors
+            for index, href in parsed.refs:
+                url, fragment = urldefrag(href)
+                target = _resolve(posixpath.dirname(path), url) if url else path
+                refs.setdefault(f"{target}#{unquote(fragment)}", len(blocks) + index)
+            keys += [f"{path}#{b.anchor}" for b in parsed.blocks]
+            blocks += parsed.blocks
+        return place_notes(blocks, keys, refs), doc_start, anchors
 
     def _toc(self, opf: Element, spine_el: Element, manifest) -> list[_TocEntry]:
         nav = [m for m in manifest.values() if "nav" in m[2].split()]
@@ -234,10 +248,9 @@ def _chapters(blocks, doc_start, anchors, toc: list[_TocEntry], spine: list[str]
     for (start, title, level), (end, _, _) in zip(
         marks, [*marks[1:], (len(blocks), None, 1)], strict=True
     ):
-        part = blocks[start:end]
         if title is None:  # untitled: the first heading, if any
-            title = next((b.text for b in part if b.heading), None)
-        chapters.append(Chapter(title, tuple(b.text for b in part), level))
+            title = next((b.text for b in blocks[start:end] if b.heading and not b.note), None)
+        chapters.append(Chapter(title, chapter_text(blocks, start, end), level))
     return chapters
 
 

@@ -1,8 +1,12 @@
 """Markdown to a Book: chapters from `#` and `##` headings, text stripped of markup.
 
-Deeper headings stay in the text as their own paragraph. Images, code blocks, HTML tags, link
-targets and table rules are not spoken; link text, emphasis text and list items are. A YAML front
-matter block gives `title` and `author`. This is a reader for prose, not a full CommonMark parser.
+Deeper headings stay in the text as their own paragraph. Code blocks, HTML tags and link targets
+are not spoken; link text, emphasis text and list items are. As in EPUBs (xhtml.py): footnote
+references (`[^1]`) are never spoken and their notes (`[^1]: ...`) come at the end of the chapter
+that refers to them; a pipe table is read row by row with its header; an image alone in its
+paragraph is a figure, read by its alt text; other images are not spoken (ReadOptions). A YAML
+front matter block gives `title` and `author`. This is a reader for prose, not a full CommonMark
+parser.
 """
 
 from __future__ import annotations
@@ -10,7 +14,15 @@ from __future__ import annotations
 import html
 import re
 
-from ownvoice.audiobook.document import Book, Chapter, merge_title_only_chapters
+from ownvoice.audiobook.document import (
+    TABLE_NOTICE,
+    Book,
+    Chapter,
+    ReadOptions,
+    merge_title_only_chapters,
+    table_sentences,
+    with_notes_at_end,
+)
 
 CHAPTER_LEVELS = 2  # headings with at most this many '#' start a chapter
 
@@ -21,6 +33,9 @@ _RULE = re.compile(r"^\s{0,3}([-*_])(\s*\1){2,}\s*$")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,9}[.)])\s+")
 _LINK_DEF = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*\S+")
 _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
+_NOTE_DEF = re.compile(r"^\s{0,3}\[\^([^\]\s]+)\]:\s?(.*)$")
+_NOTE_REF = re.compile(r"\[\^([^\]\s]+)\]")
+_FIGURE = re.compile(r"^\s*!\[([^\]]*)\]\([^)]*\)\s*$")
 _INLINE = [
     (re.compile(r"<!--.*?-->", re.S), ""),
     (re.compile(r"!\[[^\]]*\]\([^)]*\)"), ""),  # images
@@ -32,20 +47,34 @@ _INLINE = [
     (re.compile(r"`+([^`]*)`+"), r"\1"),
     (re.compile(r"(?<![\w*])(\*{1,3}|_{1,3})(?=\S)(.+?)(?<=\S)\1(?![\w*])"), r"\2"),
     (re.compile(r"~~(.+?)~~"), r"\1"),
+    (re.compile(r"\^([^\s^\[\]]+)\^"), r"\1"),  # pandoc's superscript: m^2^
+    (re.compile(r"(?<!~)~([^\s~]+)~(?!~)"), r"\1"),  # and subscript: H~2~O
     (re.compile(r"\\([\\`*_{}\[\]()#+\-.!>|])"), r"\1"),
 ]
 
 
-def parse_markdown(text: str, default_title: str | None = None) -> Book:
+def parse_markdown(
+    text: str, default_title: str | None = None, options: ReadOptions | None = None
+) -> Book:
+    options = options or ReadOptions()
     meta, text = _front_matter(text.replace("\r\n", "\n").replace("\r", "\n"))
+    text, notes = _footnotes(text)
     chapters: list[Chapter] = []
     title: str | None = None
     level = 1
     paragraphs: list[str] = []
     current: list[str] = []
+    referred: list[str] = []  # note ids referred to in this chapter, in order
 
     def end_paragraph() -> None:
-        spoken = _inline(" ".join(current))
+        joined = " ".join(current)
+        figure = _FIGURE.match(joined)
+        if figure:  # an image alone in its paragraph: a figure, said by its alt text
+            joined = figure.group(1) if options.figures == "read" else ""
+        for note_id in _NOTE_REF.findall(joined):
+            if note_id in notes and note_id not in referred:
+                referred.append(note_id)
+        spoken = _inline(_NOTE_REF.sub("", joined))
         if spoken:
             paragraphs.append(spoken)
         current.clear()
@@ -53,8 +82,10 @@ def parse_markdown(text: str, default_title: str | None = None) -> Book:
     def start_chapter(new_title: str, new_level: int) -> None:
         nonlocal title, level
         end_paragraph()
+        said = [_inline(notes.pop(n)) for n in referred] if options.notes == "end" else []
+        referred.clear()
         if paragraphs or title is not None:
-            chapters.append(Chapter(title, tuple(paragraphs), level))
+            chapters.append(Chapter(title, with_notes_at_end(paragraphs, said), level))
         paragraphs.clear()
         title, level = new_title, new_level
 
@@ -70,6 +101,18 @@ def parse_markdown(text: str, default_title: str | None = None) -> Book:
             end_paragraph()
             continue
         if in_fence or _LINK_DEF.match(line) or ("|" in line and _TABLE_RULE.match(line)):
+            continue
+        if "|" in line and "|" in next_line and _TABLE_RULE.match(next_line):
+            end_paragraph()
+            rows = []
+            i += 1  # the rule under the header
+            while i < len(lines) and "|" in lines[i] and lines[i].strip():
+                rows.append(_cells(lines[i]))
+                i += 1
+            said = table_sentences(_cells(line), rows)
+            if options.tables == "skip":
+                said = [TABLE_NOTICE] if said else []
+            paragraphs.extend(said)
             continue
         heading = _heading(line, next_line, bool(current))
         if heading is not None:
@@ -100,6 +143,32 @@ def parse_markdown(text: str, default_title: str | None = None) -> Book:
         chapters=tuple(merge_title_only_chapters(chapters)),
         language=meta.get("lang") or meta.get("language"),
     )
+
+
+def _footnotes(text: str) -> tuple[str, dict[str, str]]:
+    """The text without its footnote definitions (`[^id]: ...` and the indented lines that
+    continue it), and those notes by id."""
+    notes: dict[str, str] = {}
+    kept: list[str] = []
+    current: str | None = None
+    for line in text.split("\n"):
+        m = _NOTE_DEF.match(line)
+        if m:
+            current = m.group(1)
+            notes[current] = m.group(2)
+        elif current is not None and (line.startswith(("    ", "\t")) or not line.strip()):
+            notes[current] += " " + line.strip()
+        else:
+            current = None
+            kept.append(line)
+    return "\n".join(kept), {k: " ".join(v.split()) for k, v in notes.items()}
+
+
+def _cells(line: str) -> list[str]:
+    line = line.strip()
+    line = line[1:] if line.startswith("|") else line
+    line = line[:-1] if line.endswith("|") else line
+    return [_inline(cell) for cell in line.split("|")]
 
 
 def _heading(line: str, next_line: str, in_paragraph: bool) -> tuple[int, str, int] | None:

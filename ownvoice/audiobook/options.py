@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
+from ownvoice.audiobook.document import ReadOptions
 from ownvoice.errors import InvalidInput
 
 OUTPUT_FORMATS = ("mp3", "m4b", "opus", "flac", "wav")
@@ -37,6 +38,7 @@ class BookOptions:
     # text
     language: str = "auto"  # "auto", a model language name ("english") or an ISO code ("en")
     chunk_chars: int | None = None  # None = 200, or 100 for text that is mostly CJK
+    reading: ReadOptions = field(default_factory=ReadOptions)  # notes, tables, figures
     # synthesis
     seed: int = 0  # base seed; each chunk and attempt derives its own from it
     # chunks in flight at once; None = as many as the model batches (its max_batch), which
@@ -63,6 +65,7 @@ class BookOptions:
     cover: str | None = None  # path to a .jpg or .png
 
     def validate(self) -> None:
+        self.reading.validate()
         if self.chunk_chars is not None and not 20 <= self.chunk_chars <= 4000:
             raise InvalidInput(
                 f"chunk_chars must be in [20, 4000], got {self.chunk_chars}", param="chunk_chars"

@@ -55,12 +55,12 @@ def render_book(
     show_progress: bool = True,
     stop: threading.Event | None = None,
 ) -> BookReport:
-    """Render `source` (.txt/.md/.epub or "-") to `output`; `redo` holds 1-based chunk numbers."""
+    """Render `source` (.txt/.md/.epub/.html or "-") to `output`; `redo` holds 1-based chunk numbers."""
     options = options or BookOptions()
     options.validate()
     fmt = output_format(output, options.format)
     cover = _read_cover(options.cover) if options.cover else None
-    book = read_book(source, input_format)
+    book = read_book(source, input_format, options.reading)
     max_chars = options.chunk_chars or default_chunk_chars(book)
     plan = plan_chunks(book, max_chars, split_language(book, options.language))
     language = synthesis_language(book, options.language)

@@ -1,7 +1,9 @@
-"""Read a book from a .txt, .md or .epub file, or from stdin ("-"), into a Book.
+"""Read a book from a .txt, .md, .epub or .html file, or from stdin ("-"), into a Book.
 
-Plain text is one chapter of blank-line-separated paragraphs, titled by the file name. The
-format comes from the file extension unless given. Knows nothing about audio.
+Plain text is one chapter of blank-line-separated paragraphs, titled by the file name. An HTML
+file is one document read as an EPUB's are (notes, tables, figures, page numbers: xhtml.py),
+with a chapter at each of its top-level headings. The format comes from the file extension
+unless given. Knows nothing about audio.
 """
 
 from __future__ import annotations
@@ -9,14 +11,18 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ownvoice.audiobook.document import Book, Chapter
+from ownvoice.audiobook.document import Book, Chapter, ReadOptions
 from ownvoice.audiobook.epub import read_epub
+from ownvoice.audiobook.html import parse_html
 from ownvoice.audiobook.markdown import parse_markdown
 from ownvoice.errors import InvalidInput
 from ownvoice.textsplit import split_paragraphs
 
-INPUT_FORMATS = ("txt", "md", "epub")
-_EXTENSIONS = {".txt": "txt", ".text": "txt", ".md": "md", ".markdown": "md", ".epub": "epub"}
+INPUT_FORMATS = ("txt", "md", "epub", "html")
+_EXTENSIONS = {
+    ".txt": "txt", ".text": "txt", ".md": "md", ".markdown": "md", ".epub": "epub",
+    ".html": "html", ".htm": "html", ".xhtml": "html",
+}  # fmt: skip
 
 
 def input_format(path: str, explicit: str | None = None) -> str:
@@ -39,19 +45,22 @@ def input_format(path: str, explicit: str | None = None) -> str:
     return fmt
 
 
-def read_book(path: str, fmt: str | None = None) -> Book:
+def read_book(path: str, fmt: str | None = None, options: ReadOptions | None = None) -> Book:
     """The Book in `path` ("-" = stdin). Raises InvalidInput for unreadable or empty input."""
     fmt = input_format(path, fmt)
+    options = options or ReadOptions()
     if fmt == "epub":
         if path == "-":
             raise InvalidInput("an EPUB cannot be read from stdin; pass its path", param="input")
         _check_exists(path)
-        book = read_epub(path)
+        book = read_epub(path, options=options)
     else:
         text = _read_text(path)
         stem = None if path == "-" else Path(path).stem
-        if fmt == "md":
-            book = parse_markdown(text, default_title=stem)
+        if fmt == "html":
+            book = parse_html(text, default_title=stem, options=options)
+        elif fmt == "md":
+            book = parse_markdown(text, default_title=stem, options=options)
         else:
             book = Book(
                 title=stem, author=None, chapters=(Chapter(None, tuple(split_paragraphs(text))),)

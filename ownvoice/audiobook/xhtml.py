@@ -1,148 +1,377 @@
-"""Readable text out of (X)HTML: block-level paragraphs, the ids inside them, and TOC links.
+"""Readable text out of (X)HTML: block-level paragraphs, the ids inside them, the note references.
 
 Uses html.parser, which tolerates tag soup and undefined entities and never fetches anything.
-Images, scripts, styles, SVG, MathML and <nav> blocks are skipped; a <br> is a space.
+Scripts, styles, SVG, MathML and <nav> blocks are skipped; a <br> is a space. What a narrator
+would not read aloud never becomes text:
+
+- note references (EPUB 3 `noteref`, ARIA `doc-noteref`, pandoc's `footnote-ref`, and the
+  untyped shape: a short mark such as 1, [2], * or † linking into the document inside or around
+  a <sup>), back-links (`doc-backlink`, ↩, "return") and a note's own label link;
+- page-break markers (`pagebreak`, `doc-pagebreak`, class `pagenum`) and `[Pg 23]` spans.
+
+Notes themselves (footnote, endnote, rearnote, aside, pandoc's footnotes section, and any block
+a note reference points at) come out as blocks marked `note`, so the reader can move them to the
+end of their chapter or leave them out. A table becomes one block per row, each cell said with
+its column's header ("Boat Mary, crew 4."), or one short notice; a figure is read by its
+caption, or its image's alt text when it has none, or skipped (ReadOptions).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field, replace
 from html.parser import HTMLParser
+
+from ownvoice.audiobook.document import (
+    TABLE_NOTICE,
+    ReadOptions,
+    table_sentences,
+    with_notes_at_end,
+)
 
 BLOCK_TAGS = {
     "p", "div", "h1", "h2", "h3", "h4", "h5", "h6", "li", "blockquote", "pre", "dt", "dd", "tr",
     "section", "article", "aside", "header", "footer", "figcaption", "caption", "hr", "table",
-    "ul", "ol", "dl", "body", "td", "th",
+    "ul", "ol", "dl", "body", "td", "th", "figure",
 }  # fmt: skip
 SKIP_TAGS = {"head", "script", "style", "svg", "math", "nav", "template", "noscript", "object"}
 HEADINGS = {"h1", "h2", "h3", "h4", "h5", "h6"}
+VOID_TAGS = {
+    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
+    "track", "wbr", "param",
+}  # fmt: skip
+
+_NOTE_TYPES = {"footnote", "endnote", "rearnote", "note", "footnotes", "endnotes", "rearnotes"}
+_NOTE_ROLES = {"doc-footnote", "doc-endnote", "doc-endnotes", "doc-footnotes"}
+_NOTE_CLASSES = {"footnote", "footnotes", "endnote", "endnotes"}
+_NOTEREF_CLASSES = {"footnote-ref", "noteref", "fnanchor", "footnote-reference"}
+_BACKLINK_CLASSES = {"footnote-back", "footnote-backref", "backlink", "fnref-back"}
+_PAGE_CLASSES = {"pagenum", "pagenumber", "page-number", "pageno", "pagebreak", "page-break"}
+# what a note reference or a note's label says: 1, [12], (3), a, iv, *, †, ‡, §
+_MARK = re.compile(r"^[\[(]?(?:\d{1,4}|[a-z]|[ivxlc]{1,6}|[*†‡§¶#]{1,3})[\])]?\.?$", re.I)
+_BACK = re.compile(r"^(?:[↩↑⤴^↵⇧]\ufe0e?|\^|return|back|back to text)$", re.I)
+_PAGE_SPAN = re.compile(r"\[\s*(?:pg|page|p)\.?\s*[0-9ivxlcdm]+\s*\]", re.I)
 
 
 @dataclass(frozen=True)
 class Block:
     text: str
     heading: bool
+    note: bool = False  # the body of a footnote or endnote
+    level: int = 0  # 1-6 for a block from <h1>-<h6>
+    anchor: str = ""  # a note's: the id of the note it belongs to
+    home: int | None = None  # a note's: index of the block that refers to it (set by readers)
+
+
+@dataclass
+class Parsed:
+    blocks: list[Block]
+    anchors: dict[str, int]  # id -> index of the block it is in or before
+    refs: list[tuple[int, str]]  # note references: (index of the block they are in, href)
+
+
+@dataclass
+class _Open:
+    """An element not yet closed, and what it means for the text inside it."""
+
+    tag: str
+    hidden: bool = False  # nothing inside is spoken
+    note: bool = False
+    start: int = 0  # len(parts) when it opened: where its text begins
+    link: str | None = None  # an <a>: "noteref", "backlink" or "fragment" (decided at its end)
+    href: str = ""  # an <a>: where it points
+    target: str = ""  # ... and the id there
+    sup: bool = False  # a <sup>, or an <a> with a <sup> inside
+    figure: bool = False  # a <figure> or <div class="figure">
+    note_id: str = ""  # a note: its id
+    alt: list[str] = field(default_factory=list)  # a <figure>: its images' alt texts
+    caption: bool = False  # a figure's caption (<figcaption>, <p class="caption">)
+    captioned: bool = False  # a <figure> whose caption said something
+
+
+@dataclass
+class _Table:
+    rows: list[list[tuple[str, bool]]] = field(default_factory=list)  # cells: (text, header)
+    caption: str = ""
+    head_rows: int = 0  # rows inside <thead>
+    in_head: bool = False
+    cell: int | None = None  # where the open cell's (or caption's) text begins in parts
 
 
 class _TextParser(HTMLParser):
-    def __init__(self):
+    def __init__(self, options: ReadOptions, note_targets: set[str]):
         super().__init__(convert_charrefs=True)
+        self.options = options
         self.blocks: list[Block] = []
         self.anchors: dict[str, int] = {}
+        self.refs: list[tuple[int, str]] = []
+        self.note_targets = note_targets  # ids that note references point at (any document)
         self._pending_ids: list[str] = []
         self._parts: list[str] = []
-        self._skip_depth = 0
+        self._stack: list[_Open] = []
+        self._tables: list[_Table] = []
         self._heading_depth = 0
         self._block_is_heading = False
+        self._heading_level = 0
+
+    # -- the element stack --------------------------------------------------------------------
+
+    @property
+    def _hidden(self) -> bool:
+        return any(e.hidden for e in self._stack)
+
+    @property
+    def _in_note(self) -> bool:
+        return any(e.note for e in self._stack)
+
+    def _close_to(self, tag: str) -> _Open | None:
+        """Pop elements up to the innermost open `tag` (unclosed ones inside it end with it)."""
+        for i in range(len(self._stack) - 1, -1, -1):
+            if self._stack[i].tag == tag:
+                closed = self._stack[i]
+                del self._stack[i:]
+                return closed
+        return None  # a stray end tag
+
+    # -- events --------------------------------------------------------------------------------
 
     def handle_starttag(self, tag, attrs):
         tag = tag.lower()
-        if self._skip_depth:
-            if tag in SKIP_TAGS:
-                self._skip_depth += 1
-            return
-        attrs = dict(attrs)
-        for key in ("id", "name"):
-            if attrs.get(key):
-                self._pending_ids.append(attrs[key])
+        attrs = {k.lower(): v or "" for k, v in attrs}
+        hidden_before = self._hidden
+        types = set(attrs.get("epub:type", "").split())
+        role, classes = attrs.get("role", ""), set(attrs.get("class", "").lower().split())
+        element_id = attrs.get("id") or attrs.get("name")
+        if not hidden_before and element_id:
+            self._pending_ids.append(element_id)
+            # a note without an id of its own is known by the first id inside it (a label)
+            note = next((e for e in reversed(self._stack) if e.note), None)
+            if note is not None and not note.note_id:
+                note.note_id = element_id
+        opened = _Open(tag, start=len(self._parts))
+        opened.figure = tag == "figure" or "figure" in classes
         if tag in SKIP_TAGS:
-            self._skip_depth = 1
+            opened.hidden = True
+        elif "pagebreak" in types or role == "doc-pagebreak" or classes & _PAGE_CLASSES:
+            opened.hidden = True
+        elif opened.figure and self.options.figures == "skip":
+            opened.hidden = True
+        if (
+            types & _NOTE_TYPES
+            or role in _NOTE_ROLES
+            or (classes & _NOTE_CLASSES and tag != "a")
+            or (element_id and element_id in self.note_targets)
+        ):
+            opened.note = True
+            opened.note_id = element_id or ""
+            if self.options.notes == "skip":
+                opened.hidden = True
+        if tag == "a":
+            if "noteref" in types or role == "doc-noteref" or classes & _NOTEREF_CLASSES:
+                opened.link = "noteref"
+            elif "backlink" in types or role == "doc-backlink" or classes & _BACKLINK_CLASSES:
+                opened.link = "backlink"
+            elif "#" in attrs.get("href", ""):
+                opened.link = "fragment"
+            opened.sup = any(e.tag == "sup" for e in self._stack)
+            opened.href = attrs.get("href", "")
+            opened.target = opened.href.partition("#")[2]
+        if tag in ("figcaption", "p", "div") and (tag == "figcaption" or "caption" in classes):
+            opened.caption = any(e.figure for e in self._stack)
+        if tag == "sup":
+            for e in self._stack:
+                if e.tag == "a":
+                    e.sup = True
+        if tag == "img" and not hidden_before:
+            figure = next((e for e in reversed(self._stack) if e.figure), None)
+            if figure is not None and attrs.get("alt", "").strip():
+                figure.alt.append(attrs["alt"].strip())
+        if not hidden_before:
+            self._structure_start(tag, opened)
+        if tag not in VOID_TAGS:
+            self._stack.append(opened)
+
+    def handle_startendtag(self, tag, attrs):
+        self.handle_starttag(tag, attrs)
+        if tag.lower() not in VOID_TAGS:
+            self.handle_endtag(tag)  # <span epub:type="pagebreak"/> opens and closes at once
+
+    def handle_endtag(self, tag):
+        tag = tag.lower()
+        if tag in VOID_TAGS or not any(e.tag == tag for e in self._stack):
+            return
+        hidden_outside = any(e.hidden for e in self._stack[: self._index_of(tag)])
+        closed = self._close_to(tag)
+        if hidden_outside:
+            return
+        if closed.hidden:
+            del self._parts[closed.start :]  # anything that slipped in (never, but cheap)
+            return
+        if tag == "a" and closed.link is not None:
+            self._end_link(closed)
+        self._structure_end(tag, closed)
+
+    def handle_data(self, data):
+        if not self._hidden:
+            self._parts.append(data)
+
+    def _index_of(self, tag: str) -> int:
+        return max(i for i, e in enumerate(self._stack) if e.tag == tag)
+
+    # -- links that are not read ---------------------------------------------------------------
+
+    def _end_link(self, link: _Open) -> None:
+        text = " ".join("".join(self._parts[link.start :]).split())
+        in_note = self._in_note or link.note
+        drop = link.link in ("noteref", "backlink") or (
+            link.link == "fragment"
+            and (_BACK.match(text) or (_MARK.match(text) and (link.sup or in_note)))
+        )
+        if drop:
+            del self._parts[link.start :]
+            if link.target and not in_note and link.link != "backlink":
+                self.note_targets.add(link.target)
+                self.refs.append((len(self.blocks), link.href))
+
+    # -- blocks, tables and figures ------------------------------------------------------------
+
+    def _structure_start(self, tag: str, opened: _Open) -> None:
+        if self._tables:
+            table = self._tables[-1]
+            if tag == "table":
+                self._tables.append(_Table())  # a table in a cell: flattened into the cell
+            elif tag == "thead":
+                table.in_head = True
+            elif tag == "tr":
+                table.rows.append([])
+                if table.in_head:
+                    table.head_rows += 1
+            elif tag in ("td", "th", "caption"):
+                table.cell = len(self._parts)
+            elif tag in BLOCK_TAGS or tag == "br":
+                self._parts.append(" ")
+            return
+        if tag == "table":
+            self._flush()
+            self._tables.append(_Table())
         elif tag in BLOCK_TAGS:
             self._flush()
             if tag in HEADINGS:
                 self._heading_depth += 1
                 self._block_is_heading = True
+                self._heading_level = int(tag[1])
         elif tag == "br":
             self._parts.append(" ")
 
-    def handle_startendtag(self, tag, attrs):
-        self.handle_starttag(tag, attrs)
-        if tag.lower() in SKIP_TAGS and self._skip_depth:
-            self._skip_depth -= 1  # <svg/> opens and closes at once
-        elif tag.lower() in HEADINGS:
-            self.handle_endtag(tag)
-
-    def handle_endtag(self, tag):
-        tag = tag.lower()
-        if self._skip_depth:
-            if tag in SKIP_TAGS:
-                self._skip_depth -= 1
+    def _structure_end(self, tag: str, closed: _Open) -> None:
+        if self._tables:
+            table = self._tables[-1]
+            if tag in ("td", "th", "caption") and table.cell is not None:
+                text = _said("".join(self._parts[table.cell :]))
+                del self._parts[table.cell :]
+                table.cell = None
+                if tag == "caption":
+                    table.caption = text
+                elif table.rows:
+                    table.rows[-1].append((text, tag == "th"))
+            elif tag == "thead":
+                table.in_head = False
+            elif tag == "table":
+                self._tables.pop()
+                said = _say_table(table)
+                if self._tables:  # nested: its rows become text of the outer cell
+                    self._parts.append(" " + " ".join(said) + " ")
+                else:
+                    self._emit_table(table, said)
+            elif tag in BLOCK_TAGS:
+                self._parts.append(" ")
             return
         if tag in BLOCK_TAGS:
-            self._flush()
+            if closed.caption and "".join(self._parts).strip():
+                figure = next((e for e in reversed(self._stack) if e.figure), None)
+                if figure is not None:
+                    figure.captioned = True
+            if closed.figure and not closed.captioned and closed.alt:
+                self._flush()
+                self._parts.append(" ".join(closed.alt))
+            self._flush(closed)
             if tag in HEADINGS:
                 self._heading_depth = max(0, self._heading_depth - 1)
 
-    def handle_data(self, data):
-        if not self._skip_depth:
-            self._parts.append(data)
+    def _emit_table(self, table: _Table, said: list[str]) -> None:
+        if self.options.tables == "skip":
+            said = [TABLE_NOTICE] if table.caption or said else []
+        for text in ([table.caption] if table.caption and said != [TABLE_NOTICE] else []) + said:
+            self._add_block(text)
 
-    def _flush(self):
-        text = " ".join("".join(self._parts).split())
+    def _flush(self, closing: _Open | None = None):
+        """End the block being collected; `closing`: the element whose end ends it."""
+        text = _said("".join(self._parts))
         self._parts.clear()
         if text:
-            for anchor in self._pending_ids:
-                self.anchors.setdefault(anchor, len(self.blocks))
-            self._pending_ids.clear()
-            self.blocks.append(Block(text, self._block_is_heading or self._heading_depth > 0))
+            self._add_block(text, closing, self._block_is_heading)
         self._block_is_heading = False
+
+    def _add_block(self, text: str, closing: _Open | None = None, heading: bool = False) -> None:
+        for anchor in self._pending_ids:
+            self.anchors.setdefault(anchor, len(self.blocks))
+        self._pending_ids.clear()
+        heading = heading or self._heading_depth > 0
+        owners = [e for e in [*self._stack, closing] if e is not None and e.note]
+        if owners and heading:
+            return  # a notes section's own heading: the notes get an announcement instead
+        note_id = next((e.note_id for e in reversed(owners) if e.note_id), "")
+        level = self._heading_level if heading else 0
+        self.blocks.append(Block(text, heading, bool(owners), level, note_id))
 
     def close(self):
         super().close()
+        while self._tables:  # an unclosed table still says its rows
+            self._structure_end("table", _Open("table"))
         self._flush()
         for anchor in self._pending_ids:  # ids after the last text point at the end
             self.anchors.setdefault(anchor, len(self.blocks))
 
 
-def parse_xhtml(markup: str) -> tuple[list[Block], dict[str, int]]:
-    """Paragraph blocks in order, and for each id the index of the block it is in or before."""
-    parser = _TextParser()
+def _said(text: str) -> str:
+    """Whitespace collapsed, page-number spans ("[Pg 23]") out."""
+    return " ".join(_PAGE_SPAN.sub(" ", text).split())
+
+
+def _say_table(table: _Table) -> list[str]:
+    rows = [r for r in table.rows if any(text for text, _ in r)]
+    head_rows = table.head_rows or (1 if rows and all(h for _, h in rows[0]) else 0)
+    header = [text for text, _ in rows[0]] if head_rows else []
+    return table_sentences(header, [[text for text, _ in row] for row in rows[head_rows:]])
+
+
+def parse_xhtml(
+    markup: str, options: ReadOptions | None = None, note_targets: set[str] | None = None
+) -> Parsed:
+    """Paragraph blocks in order, each id's block, and the note references. `note_targets`:
+    ids note references pointed at so far (shared by a book's documents: a block with such an
+    id in a later document is a note)."""
+    parser = _TextParser(options or ReadOptions(), set() if note_targets is None else note_targets)
     parser.feed(markup)
     parser.close()
-    return parser.blocks, parser.anchors
+    return Parsed(parser.blocks, parser.anchors, parser.refs)
 
 
-class _NavParser(HTMLParser):
-    """The links of an EPUB 3 `<nav epub:type="toc">`, with their list depth."""
-
-    def __init__(self):
-        super().__init__(convert_charrefs=True)
-        self.entries: list[tuple[str, str, int]] = []  # (title, href, level)
-        self._in_toc = 0  # depth of <nav> elements since the toc nav opened
-        self._ol_depth = 0
-        self._href: str | None = None
-        self._title: list[str] = []
-
-    def handle_starttag(self, tag, attrs):
-        attrs = dict(attrs)
-        if tag == "nav":
-            if self._in_toc:
-                self._in_toc += 1
-            elif "toc" in (attrs.get("epub:type") or attrs.get("role") or "").replace("doc-", ""):
-                self._in_toc = 1
-        elif self._in_toc and tag in ("ol", "ul"):
-            self._ol_depth += 1
-        elif self._in_toc and tag == "a":
-            self._href = attrs.get("href")
-            self._title = []
-
-    def handle_endtag(self, tag):
-        if tag == "nav" and self._in_toc:
-            self._in_toc -= 1
-        elif self._in_toc and tag in ("ol", "ul"):
-            self._ol_depth -= 1
-        elif self._in_toc and tag == "a" and self._href is not None:
-            title = " ".join("".join(self._title).split())
-            self.entries.append((title, self._href, max(self._ol_depth, 1)))
-            self._href = None
-
-    def handle_data(self, data):
-        if self._href is not None:
-            self._title.append(data)
+def chapter_text(blocks: list[Block], start: int, end: int) -> tuple[str, ...]:
+    """The paragraphs of blocks[start:end], then, after a short announcement, the notes whose
+    reference is among them (or that stand there, when their reference is unknown)."""
+    homes = [i if b.home is None else b.home for i, b in enumerate(blocks)]
+    notes = sorted(
+        (homes[i], i) for i, b in enumerate(blocks) if b.note and start <= homes[i] < end
+    )
+    texts = [b.text for b in blocks[start:end] if not b.note]
+    return with_notes_at_end(texts, [blocks[i].text for _, i in notes])
 
 
-def parse_nav(markup: str) -> list[tuple[str, str, int]]:
-    parser = _NavParser()
-    parser.feed(markup)
-    parser.close()
-    return parser.entries
+def place_notes(blocks: list[Block], keys: list[str], refs: dict[str, int]) -> list[Block]:
+    """Each note block with the index of the block that refers to it: `keys[i]` names the note
+    block i belongs to (e.g. "ch1.xhtml#fn1"), `refs` maps such names to reference blocks."""
+    return [
+        replace(b, home=refs[keys[i]]) if b.note and keys[i] in refs else b
+        for i, b in enumerate(blocks)
+    ]

@@ -20,10 +20,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("input", help="a .txt, .md or .epub file, or '-' for stdin")
+    p.add_argument("input", help="a .txt, .md, .epub or .html file, or '-' for stdin")
     p.add_argument("-o", "--output", required=True, help="output file: .mp3 .m4b .opus .flac .wav")
     p.add_argument(
-        "--input-format", choices=("txt", "md", "epub"), help="default: from the extension"
+        "--input-format", choices=("txt", "md", "epub", "html"), help="default: from the extension"
     )
 
     src = p.add_argument_group("where the speech comes from (one of)")
@@ -57,6 +57,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     v.add_argument("--language", default="auto", help="language name or ISO code; 'auto' guesses")
     v.add_argument("--seed", type=int, default=0, help="base seed; chunks derive theirs from it")
+
+    t = p.add_argument_group("what is read")
+    t.add_argument(
+        "--notes",
+        choices=("end", "skip"),
+        default="end",
+        help="footnotes and endnotes: read at the end of their chapter, or left out",
+    )
+    t.add_argument(
+        "--tables",
+        choices=("read", "skip"),
+        default="read",
+        help="tables: row by row with their headers, or a short notice",
+    )
+    t.add_argument("--figures", choices=("read", "skip"), default="read",
+                   help="figures: their caption (or alt text), or nothing")  # fmt: skip
 
     r = p.add_argument_group("rendering")
     r.add_argument("--chunk-chars", type=int, help="target chunk length (default 200, 100 for CJK)")
@@ -100,11 +116,13 @@ def run(args: argparse.Namespace) -> int:
     import os
 
     from ownvoice.audiobook import BookOptions, Pauses, render_book
+    from ownvoice.audiobook.document import ReadOptions
     from ownvoice.errors import InvalidInput
 
     options = BookOptions(
         language=args.language,
         chunk_chars=args.chunk_chars,
+        reading=ReadOptions(notes=args.notes, tables=args.tables, figures=args.figures),
         seed=args.seed,
         jobs=args.jobs,
         retries=args.retries,

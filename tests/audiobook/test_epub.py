@@ -6,6 +6,7 @@ import zipfile
 
 import pytest
 
+from ownvoice.audiobook.document import ReadOptions
 from ownvoice.audiobook.epub import EpubLimits, read_epub
 from ownvoice.cli import main
 from ownvoice.errors import InvalidInput
@@ -29,6 +30,7 @@ def test_nested_chapters_follow_the_nav_document(tmp_path):
         "Part One",
         "Chapter 1: Arrival",
         "The train came in at dawn — late, as always.",  # entities decoded
+        "A SPOKEN ALT TEXT",  # a figure without a caption is read by its image's alt text
         "She stepped onto the platform and looked around.",  # <br/> is a space
     )
     assert book.chapters[3].paragraphs[-1] == "At last she reached the sea."
@@ -37,8 +39,10 @@ def test_nested_chapters_follow_the_nav_document(tmp_path):
 
 def test_images_scripts_and_non_linear_documents_are_not_read(tmp_path):
     text = _spoken(read_epub(str(eb.write_epub(tmp_path / "b.epub"))))
-    for hidden in ("SPOKEN ALT TEXT", "SVG TEXT", "SCRIPT TEXT", "color: red", "NOTES", "Contents"):
+    for hidden in ("SVG TEXT", "SCRIPT TEXT", "color: red", "NOTES", "Contents"):
         assert hidden not in text
+    without_figures = read_epub(str(tmp_path / "b.epub"), options=ReadOptions(figures="skip"))
+    assert "SPOKEN ALT TEXT" in text and "SPOKEN ALT TEXT" not in _spoken(without_figures)
 
 
 def test_ncx_is_used_without_a_nav_document(tmp_path):
