@@ -117,13 +117,16 @@ def run_handmade(show: bool) -> tuple[int, int, list[str]]:
     env = {
         **os.environ,
         "PYTHONPATH": str(work),  # the copy, not the editable install
-        "TORCH_EXTENSIONS_DIR": str(work / ".torch_extensions"),  # kernel builds of its own
+        # kernel builds of its own, kept between runs (each build is named by its source's hash)
+        "TORCH_EXTENSIONS_DIR": str(work.parent / "torch_extensions"),
         "OWNVOICE_REQUIRE_REFERENCE": "1",
     }
 
     def tests_fail(tests: list[str]) -> bool:
         cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
         done = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
+        if done.returncode < 0:  # killed by a signal: a crash is noticed too
+            return True
         if done.returncode not in (0, 1):
             sys.exit(f"pytest could not run {tests} ({done.returncode}):\n{done.stdout[-2000:]}")
         return done.returncode == 1

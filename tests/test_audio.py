@@ -354,3 +354,13 @@ def test_a_limit_below_one_sample_refuses_everything():
         with pytest.raises(AudioError) as caught:
             load_audio(data, max_seconds=0)
         assert str(caught.value).endswith("; at most 0 s is accepted")
+
+
+def test_decoder_messages_lose_python_objects_and_keep_a_name():
+    from ownvoice.audio import _plain
+
+    said = "Error opening <_io.BytesIO object at 0x7f88a7af9800>: Format not recognised."
+    assert _plain(RuntimeError(said)) == "Error opening the file: Format not recognised."
+    named = "Error opening <_io.BufferedReader name='/srv/voices/a.wav'>: Unsupported."
+    assert _plain(RuntimeError(named)) == "Error opening the file: Unsupported."
+    assert _plain(RuntimeError("  ")) == "RuntimeError"
