@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from ownvoice.audiobook.document import ReadOptions
+from ownvoice.audiobook.lexicon import EMPTY, Lexicon
 from ownvoice.errors import InvalidInput
 
 OUTPUT_FORMATS = ("mp3", "m4b", "opus", "flac", "wav")
@@ -39,6 +40,7 @@ class BookOptions:
     language: str = "auto"  # "auto", a model language name ("english") or an ISO code ("en")
     chunk_chars: int | None = None  # None = 200, or 100 for text that is mostly CJK
     reading: ReadOptions = field(default_factory=ReadOptions)  # notes, tables, figures
+    lexicon: Lexicon = EMPTY  # how words are said; applied to what is spoken only
     # synthesis
     seed: int = 0  # base seed; each chunk and attempt derives its own from it
     # chunks in flight at once; None = as many as the model batches (its max_batch), which

@@ -60,12 +60,8 @@ def render_book(
     options.validate()
     fmt = output_format(output, options.format)
     cover = _read_cover(options.cover) if options.cover else None
-    book = read_book(source, input_format, options.reading)
-    max_chars = options.chunk_chars or default_chunk_chars(book)
-    plan = plan_chunks(book, max_chars, split_language(book, options.language))
-    language = synthesis_language(book, options.language)
-    identity = {**backend.identity(), "language": language, "seed": options.seed}
-    jobs = [Job(chunk, chunk_key(chunk.text, identity)) for chunk in plan]
+    book, jobs, identity, max_chars = prepare(source, backend, options, input_format)
+    language = identity["language"]
 
     work = WorkDir(work_dir or default_work_dir(output))
     work.lock()
@@ -131,6 +127,27 @@ def _finish(report, book, jobs, work, output, fmt, options, cover) -> None:
     report.output, report.format, report.chapters = str(output), fmt, len(marks)
 
 
+def prepare(source: str, backend, options: BookOptions, input_format: str | None = None):
+    """Read and plan a book: (book, jobs, identity, chunk size). Shared by a render and a dry
+    run, so a dry run shows exactly what a render would say."""
+    book = read_book(source, input_format, options.reading)
+    max_chars = options.chunk_chars or default_chunk_chars(book)
+    plan = plan_chunks(book, max_chars, split_language(book, options.language))
+    language = synthesis_language(book, options.language)
+    identity = {**backend.identity(), "language": language, "seed": options.seed}
+    return book, _jobs(plan, identity, options.lexicon, language), identity, max_chars
+
+
+def _jobs(plan, identity: dict, lexicon, language: str) -> list[Job]:
+    """A job per chunk; its key covers what is spoken (the text after the lexicon), so a new
+    lexicon entry re-renders exactly the chunks it changes."""
+    jobs = []
+    for chunk in plan:
+        spoken = lexicon.apply(chunk.text, language)
+        jobs.append(Job(chunk, chunk_key(spoken, identity), spoken if spoken != chunk.text else ""))
+    return jobs
+
+
 def _forget_redone(work: WorkDir, jobs: list[Job], redo: Sequence[int]) -> None:
     for n in redo:
         if not 1 <= n <= len(jobs):
@@ -153,6 +170,7 @@ def _manifest(source, book, identity, max_chars, jobs) -> dict:
                 "chapter": j.chunk.chapter,
                 "pause": j.chunk.pause,
                 "text": j.chunk.text,
+                **({"spoken": j.spoken} if j.spoken else {}),
             }
             for j in jobs
         ],
