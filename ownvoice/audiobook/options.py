@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields
 
 from ownvoice.audiobook.document import ReadOptions
 from ownvoice.audiobook.lexicon import EMPTY, Lexicon
+from ownvoice.audiobook.subtitles import subtitle_format
 from ownvoice.errors import InvalidInput
 
 OUTPUT_FORMATS = ("mp3", "m4b", "opus", "flac", "wav")
@@ -65,9 +66,12 @@ class BookOptions:
     title: str | None = None  # override the book's own metadata
     author: str | None = None
     cover: str | None = None  # path to a .jpg or .png
+    subtitles: tuple[str, ...] = ()  # .srt / .vtt files to write, a cue per sentence
 
     def validate(self) -> None:
         self.reading.validate()
+        for path in self.subtitles:
+            subtitle_format(path)
         if self.chunk_chars is not None and not 20 <= self.chunk_chars <= 4000:
             raise InvalidInput(
                 f"chunk_chars must be in [20, 4000], got {self.chunk_chars}", param="chunk_chars"

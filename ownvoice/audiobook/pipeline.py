@@ -33,6 +33,7 @@ from ownvoice.audiobook.progress import Progress
 from ownvoice.audiobook.reader import read_book
 from ownvoice.audiobook.render import Job, render_chunks
 from ownvoice.audiobook.report import BookReport
+from ownvoice.audiobook.subtitles import cues, write_subtitles
 from ownvoice.audiobook.workdir import WorkDir, chunk_key
 from ownvoice.errors import InvalidInput
 
@@ -118,6 +119,22 @@ def _finish(report, book, jobs, work, output, fmt, options, cover) -> None:
         chapters=marks,
     )
     write_audio(output, blocks, rate, fmt, tags, options.bitrate)
+    starts_of, position = [], asm.head
+    for length, gap in zip(asm.lengths, asm.gaps, strict=True):
+        starts_of.append(position)
+        position += length + gap
+    # where each chunk's (trimmed) audio lies in the file, for tools that follow the text
+    work.write_json("timings.json", [
+        {"n": i + 1, "start": s / SAMPLE_RATE, "end": (s + n) / SAMPLE_RATE}
+        for i, (s, n) in enumerate(zip(starts_of, asm.lengths, strict=True))
+    ])  # fmt: skip
+    if options.subtitles:
+        language = synthesis_language(book, options.language)
+        items = cues(plan, starts_of, asm.lengths, SAMPLE_RATE,
+                     split_language(book, options.language),
+                     lambda text: options.lexicon.apply(text, language))  # fmt: skip
+        for path in options.subtitles:
+            write_subtitles(path, items)
     before = [x for x in asm.before_lufs if x is not None]
     after = [x for x in asm.after_lufs if x is not None]
     report.audio_seconds = asm.total / SAMPLE_RATE

@@ -114,6 +114,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     o.add_argument(
         "--sample-rate", type=int, help="resample the output, e.g. 44100 (default 24000)"
     )
+    o.add_argument("--subtitles", action="append", default=[], metavar="FILE",
+                   help="also write subtitles, a cue per sentence: .srt or .vtt; repeatable")  # fmt: skip
     o.add_argument("--title", help="title tag (default: from the book)")
     o.add_argument("--author", help="author tag (default: from the book)")
     o.add_argument("--cover", help="cover image, .jpg or .png (default: the EPUB's)")
@@ -148,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
         title=args.title,
         author=args.author,
         cover=args.cover,
+        subtitles=tuple(args.subtitles),
     )
     options.validate()  # before a model is loaded
     if not args.output and not args.dry_run:
