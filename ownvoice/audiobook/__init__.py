@@ -5,14 +5,17 @@
     print(report.text())
 
 Modules, in the order the work flows:
-    reader, markdown, epub, xhtml   read .txt / .md / .epub / stdin into a Book (document)
+    reader, markdown, epub, html,   read .txt / .md / .epub / .html / stdin into a Book (document):
+    xhtml, nav                      notes moved to chapter ends, tables by row, no page numbers
     plan                            chunks of a target length and the pause after each
+    lexicon                         how words are said (applied to what is spoken only)
     backends                        a server (HTTP) or an in-process Engine makes each chunk's audio
     render, workdir                 bounded parallel synthesis, retries, runaway checks, resume
     assemble, loudness              trim, level to -18 LUFS, true-peak limit, join with pauses
     encode                          one pass to mp3 / m4b (chapters, tags, cover) / opus / flac / wav
     progress, report                the progress line and the final report
     pipeline                        all of the above: render_book()
+    dryrun                          what a render would say, its length and time: nothing made
 """
 
 from ownvoice.audiobook.backends import EngineBackend, ServerBackend

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from ownvoice.audiobook.document import ReadOptions
+from ownvoice.audiobook.lexicon import EMPTY, Lexicon
+from ownvoice.audiobook.subtitles import subtitle_format
 from ownvoice.errors import InvalidInput
 
 OUTPUT_FORMATS = ("mp3", "m4b", "opus", "flac", "wav")
@@ -39,6 +41,7 @@ class BookOptions:
     language: str = "auto"  # "auto", a model language name ("english") or an ISO code ("en")
     chunk_chars: int | None = None  # None = 200, or 100 for text that is mostly CJK
     reading: ReadOptions = field(default_factory=ReadOptions)  # notes, tables, figures
+    lexicon: Lexicon = EMPTY  # how words are said; applied to what is spoken only
     # synthesis
     seed: int = 0  # base seed; each chunk and attempt derives its own from it
     # chunks in flight at once; None = as many as the model batches (its max_batch), which
@@ -63,9 +66,12 @@ class BookOptions:
     title: str | None = None  # override the book's own metadata
     author: str | None = None
     cover: str | None = None  # path to a .jpg or .png
+    subtitles: tuple[str, ...] = ()  # .srt / .vtt files to write, a cue per sentence
 
     def validate(self) -> None:
         self.reading.validate()
+        for path in self.subtitles:
+            subtitle_format(path)
         if self.chunk_chars is not None and not 20 <= self.chunk_chars <= 4000:
             raise InvalidInput(
                 f"chunk_chars must be in [20, 4000], got {self.chunk_chars}", param="chunk_chars"

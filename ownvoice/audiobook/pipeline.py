@@ -33,6 +33,7 @@ from ownvoice.audiobook.progress import Progress
 from ownvoice.audiobook.reader import read_book
 from ownvoice.audiobook.render import Job, render_chunks
 from ownvoice.audiobook.report import BookReport
+from ownvoice.audiobook.subtitles import cues, write_subtitles
 from ownvoice.audiobook.workdir import WorkDir, chunk_key
 from ownvoice.errors import InvalidInput
 
@@ -60,12 +61,8 @@ def render_book(
     options.validate()
     fmt = output_format(output, options.format)
     cover = _read_cover(options.cover) if options.cover else None
-    book = read_book(source, input_format, options.reading)
-    max_chars = options.chunk_chars or default_chunk_chars(book)
-    plan = plan_chunks(book, max_chars, split_language(book, options.language))
-    language = synthesis_language(book, options.language)
-    identity = {**backend.identity(), "language": language, "seed": options.seed}
-    jobs = [Job(chunk, chunk_key(chunk.text, identity)) for chunk in plan]
+    book, jobs, identity, max_chars = prepare(source, backend, options, input_format)
+    language = identity["language"]
 
     work = WorkDir(work_dir or default_work_dir(output))
     work.lock()
@@ -122,6 +119,22 @@ def _finish(report, book, jobs, work, output, fmt, options, cover) -> None:
         chapters=marks,
     )
     write_audio(output, blocks, rate, fmt, tags, options.bitrate)
+    starts_of, position = [], asm.head
+    for length, gap in zip(asm.lengths, asm.gaps, strict=True):
+        starts_of.append(position)
+        position += length + gap
+    # where each chunk's (trimmed) audio lies in the file, for tools that follow the text
+    work.write_json("timings.json", [
+        {"n": i + 1, "start": s / SAMPLE_RATE, "end": (s + n) / SAMPLE_RATE}
+        for i, (s, n) in enumerate(zip(starts_of, asm.lengths, strict=True))
+    ])  # fmt: skip
+    if options.subtitles:
+        language = synthesis_language(book, options.language)
+        items = cues(plan, starts_of, asm.lengths, SAMPLE_RATE,
+                     split_language(book, options.language),
+                     lambda text: options.lexicon.apply(text, language))  # fmt: skip
+        for path in options.subtitles:
+            write_subtitles(path, items)
     before = [x for x in asm.before_lufs if x is not None]
     after = [x for x in asm.after_lufs if x is not None]
     report.audio_seconds = asm.total / SAMPLE_RATE
@@ -129,6 +142,27 @@ def _finish(report, book, jobs, work, output, fmt, options, cover) -> None:
     report.loudness_after = (min(after), max(after)) if after else None
     report.limited_chunks = asm.limited
     report.output, report.format, report.chapters = str(output), fmt, len(marks)
+
+
+def prepare(source: str, backend, options: BookOptions, input_format: str | None = None):
+    """Read and plan a book: (book, jobs, identity, chunk size). Shared by a render and a dry
+    run, so a dry run shows exactly what a render would say."""
+    book = read_book(source, input_format, options.reading)
+    max_chars = options.chunk_chars or default_chunk_chars(book)
+    plan = plan_chunks(book, max_chars, split_language(book, options.language))
+    language = synthesis_language(book, options.language)
+    identity = {**backend.identity(), "language": language, "seed": options.seed}
+    return book, _jobs(plan, identity, options.lexicon, language), identity, max_chars
+
+
+def _jobs(plan, identity: dict, lexicon, language: str) -> list[Job]:
+    """A job per chunk; its key covers what is spoken (the text after the lexicon), so a new
+    lexicon entry re-renders exactly the chunks it changes."""
+    jobs = []
+    for chunk in plan:
+        spoken = lexicon.apply(chunk.text, language)
+        jobs.append(Job(chunk, chunk_key(spoken, identity), spoken if spoken != chunk.text else ""))
+    return jobs
 
 
 def _forget_redone(work: WorkDir, jobs: list[Job], redo: Sequence[int]) -> None:
@@ -153,6 +187,7 @@ def _manifest(source, book, identity, max_chars, jobs) -> dict:
                 "chapter": j.chunk.chapter,
                 "pause": j.chunk.pause,
                 "text": j.chunk.text,
+                **({"spoken": j.spoken} if j.spoken else {}),
             }
             for j in jobs
         ],

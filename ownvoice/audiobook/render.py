@@ -36,6 +36,11 @@ TRUNCATED_MIN_EXPECTED_S = 1.5
 class Job:
     chunk: PlannedChunk
     key: str
+    spoken: str = ""  # what is sent for synthesis (the text after the lexicon); "" = chunk.text
+
+    @property
+    def said(self) -> str:
+        return self.spoken or self.chunk.text
 
 
 @dataclass
@@ -142,7 +147,7 @@ class _ChunkRenderer:
 
     def render(self, job: Job) -> ChunkRecord | str:
         """The chunk's record once saved, or the last error if every attempt failed."""
-        text, key, options = job.chunk.text, job.key, self.options
+        text, key, options = job.said, job.key, self.options
         shortest, longest = length_limits(text, options)
         redo = self.work.redo_count(key)
         error = "not attempted"

@@ -21,7 +21,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("input", help="a .txt, .md, .epub or .html file, or '-' for stdin")
-    p.add_argument("-o", "--output", required=True, help="output file: .mp3 .m4b .opus .flac .wav")
+    p.add_argument("-o", "--output", help="output file: .mp3 .m4b .opus .flac .wav")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the chapters and chunks as they would be said, the estimated "
+                        "length and time; synthesize nothing")  # fmt: skip
     p.add_argument(
         "--input-format", choices=("txt", "md", "epub", "html"), help="default: from the extension"
     )
@@ -71,8 +74,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="read",
         help="tables: row by row with their headers, or a short notice",
     )
-    t.add_argument("--figures", choices=("read", "skip"), default="read",
-                   help="figures: their caption (or alt text), or nothing")  # fmt: skip
+    t.add_argument(
+        "--figures",
+        choices=("read", "skip"),
+        default="read",
+        help="figures: their caption (or alt text), or nothing",
+    )
+    t.add_argument("--lexicon", metavar="FILE",
+                   help="how words are said: YAML of {language: {word or /regex/: said as}}")  # fmt: skip
 
     r = p.add_argument_group("rendering")
     r.add_argument("--chunk-chars", type=int, help="target chunk length (default 200, 100 for CJK)")
@@ -105,6 +114,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     o.add_argument(
         "--sample-rate", type=int, help="resample the output, e.g. 44100 (default 24000)"
     )
+    o.add_argument("--subtitles", action="append", default=[], metavar="FILE",
+                   help="also write subtitles, a cue per sentence: .srt or .vtt; repeatable")  # fmt: skip
     o.add_argument("--title", help="title tag (default: from the book)")
     o.add_argument("--author", help="author tag (default: from the book)")
     o.add_argument("--cover", help="cover image, .jpg or .png (default: the EPUB's)")
@@ -117,12 +128,14 @@ def run(args: argparse.Namespace) -> int:
 
     from ownvoice.audiobook import BookOptions, Pauses, render_book
     from ownvoice.audiobook.document import ReadOptions
+    from ownvoice.audiobook.lexicon import EMPTY, load_lexicon
     from ownvoice.errors import InvalidInput
 
     options = BookOptions(
         language=args.language,
         chunk_chars=args.chunk_chars,
         reading=ReadOptions(notes=args.notes, tables=args.tables, figures=args.figures),
+        lexicon=load_lexicon(args.lexicon) if args.lexicon else EMPTY,
         seed=args.seed,
         jobs=args.jobs,
         retries=args.retries,
@@ -137,8 +150,11 @@ def run(args: argparse.Namespace) -> int:
         title=args.title,
         author=args.author,
         cover=args.cover,
+        subtitles=tuple(args.subtitles),
     )
     options.validate()  # before a model is loaded
+    if not args.output and not args.dry_run:
+        raise InvalidInput("-o/--output is required (or --dry-run)", param="output")
     if not getattr(args, "verbose", False):
         logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per chunk is noise
     if args.server:
@@ -151,6 +167,14 @@ def run(args: argparse.Namespace) -> int:
         backend = _server_backend(args, os.environ.get("OWNVOICE_API_KEY"))
     else:
         backend = _engine_backend(args)
+    if args.dry_run:
+        from ownvoice.audiobook.dryrun import dry_run
+
+        try:
+            print(dry_run(args.input, backend, options, args.input_format).text, end="")
+        finally:
+            backend.close()
+        return 0
     try:
         report = render_book(
             args.input,
