@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -465,8 +467,60 @@ def test_modes_of_a_voice_without_transcript_are_encoded_apart(tmp_path, caplog)
         VoiceLibrary(tmp_path).prompt(profile, engine, "m", x_vector_only=False)
     assert engine.make_voice_calls == 3
     (message,) = [r.getMessage() for r in caplog.records]
-    assert message.startswith(f"voice Alice: ignoring cached prompt {tmp_path / 'v' / '.cache'}")
-    assert message.count(": ") >= 2 and len(message.rsplit(": ", 1)[1]) > 0  # and why
+    head = f"voice Alice: ignoring cached prompt {tmp_path / 'v' / '.cache'}"
+    stem = Path(message[len("voice Alice: ignoring cached prompt ") :].split(": ")[0])
+    from ownvoice.engine.voice import VoicePrompt
+
+    (tmp_path / "v" / ".cache" / f"{stem.name}.json").write_bytes(b"damaged")
+    with pytest.raises(Exception) as why:
+        VoicePrompt.load(stem)
+    assert (
+        message.startswith(head)
+        and message == f"voice Alice: ignoring cached prompt {stem}: {why.value}"
+    )
+
+
+def test_prompts_are_made_with_the_profiles_text_and_mode_and_kept_most_recent_first(tmp_path):
+    for name in ("a", "b", "c"):
+        write_profile(tmp_path / name, name=name.upper(), ref_text=f"Text of {name}.")
+    engine, asked = FakeEngine("base"), []
+    make = engine.make_voice
+
+    def recording(audio, ref_text=None, x_vector_only=False):
+        asked.append((ref_text, x_vector_only))
+        return make(audio, ref_text=ref_text, x_vector_only=x_vector_only)
+
+    engine.make_voice = recording
+    lib = VoiceLibrary(tmp_path, prompt_cache_size=2)
+    a, b, c = (lib.get(n) for n in "abc")
+    lib.prompt(a, engine, "m", x_vector_only=False)
+    lib.prompt(a, engine, "m", x_vector_only=True)
+    assert asked == [("Text of a.", False), (None, True)] and lib.encode_count == 2
+    shutil.rmtree(tmp_path / "a" / ".cache")  # from now on only memory can answer for a
+    lib.prompt(b, engine, "m", x_vector_only=False)  # a (ICL) is the least recent: it goes
+    lib.prompt(a, engine, "m", x_vector_only=True)  # still in memory
+    assert lib.encode_count == 3
+    lib.prompt(a, engine, "m", x_vector_only=False)  # evicted and not on disk: made again
+    assert lib.encode_count == 4 and asked[-1] == ("Text of a.", False)
+
+
+def test_a_read_only_library_still_speaks_and_says_why_it_cannot_cache(
+    tmp_path, caplog, monkeypatch
+):
+    from ownvoice.engine.voice import VoicePrompt
+
+    write_profile(tmp_path / "v")
+
+    def read_only(self, stem):
+        raise OSError("Read-only file system")
+
+    monkeypatch.setattr(VoicePrompt, "save", read_only)
+    lib = VoiceLibrary(tmp_path)
+    with caplog.at_level("WARNING", logger="ownvoice.voices"):
+        lib.prompt(lib.get("Alice"), FakeEngine("base"), "m", x_vector_only=False)
+    assert [r.getMessage() for r in caplog.records] == [
+        "voice Alice: cannot cache the encoded prompt: Read-only file system"
+    ]
 
 
 def test_a_running_process_is_told_from_a_finished_one():
@@ -493,6 +547,7 @@ def test_leftovers_of_killed_writes_are_cleaned_and_nothing_else(tmp_path):
     gone = [f".tmp-{dead}-{hexa}", f".trash-{dead}-{hexa}", f".trash-{hexa}",
             f".tmp-{os.getpid()}-{hexa}"]  # fmt: skip
     kept = [f".tmp-1-{hexa}", f".tmp-{dead}-{hexa[:-1]}", ".tmp-x", "alice"]  # pid 1 runs
+    gone += [f".tmp-{dead}-{i:032x}" for i in range(12)]  # seen after pid 1's, too
     for name in gone + kept:
         (tmp_path / name).mkdir()
     (tmp_path / "profiles" / f".trash-{hexa}").mkdir()
