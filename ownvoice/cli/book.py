@@ -96,13 +96,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--report-json", help="also write the final report as JSON here")
 
     a = p.add_argument_group("sound")
-    a.add_argument("--target-lufs", type=float, default=-18.0, help="loudness of every chunk")
-    a.add_argument("--peak", type=float, default=-1.0, help="true-peak ceiling, dBTP (ACX: -3)")
-    a.add_argument("--pause-sentence", type=float, default=0.35, help="seconds between chunks")
-    a.add_argument("--pause-paragraph", type=float, default=0.8)
-    a.add_argument("--pause-chapter", type=float, default=2.0)
-    a.add_argument("--head", type=float, default=0.5, help="silence before the first chunk")
-    a.add_argument("--tail", type=float, default=1.0, help="silence after the last chunk")
+    # the defaults are BookOptions' and Pauses' own (one source; the README states them and
+    # tests/audiobook/test_cli_defaults.py checks the output against the README)
+    from ownvoice.audiobook.options import BookOptions, Pauses
+
+    a.add_argument(
+        "--target-lufs", type=float, default=BookOptions.target_lufs, help="loudness of every chunk"
+    )
+    a.add_argument(
+        "--peak",
+        type=float,
+        default=BookOptions.peak_dbtp,
+        help="true-peak ceiling, dBTP (ACX: -3)",
+    )
+    a.add_argument(
+        "--pause-sentence", type=float, default=Pauses.sentence, help="seconds between chunks"
+    )
+    a.add_argument("--pause-paragraph", type=float, default=Pauses.paragraph)
+    a.add_argument("--pause-chapter", type=float, default=Pauses.chapter)
+    a.add_argument("--head", type=float, default=Pauses.head, help="silence before the first chunk")
+    a.add_argument("--tail", type=float, default=Pauses.tail, help="silence after the last chunk")  # fmt: skip
 
     o = p.add_argument_group("output")
     o.add_argument(
