@@ -78,7 +78,7 @@ def test_fast_sampling_is_seeded(engines):
 
 
 @pytest.mark.parametrize("kernels_on", [True, False])
-def test_cache_grows_past_its_first_capacity(engines, tiny_checkpoints, monkeypatch, kernels_on):
+def test_cache_grows_past_its_first_capacity(tmp_path, monkeypatch, kernels_on):
     """A generation longer than the initially allocated cache keeps matching the eager path
     (both backends: our CPU kernels' per-row caches, torch's shared padded cache)."""
     from ownvoice import kernels
@@ -87,17 +87,20 @@ def test_cache_grows_past_its_first_capacity(engines, tiny_checkpoints, monkeypa
 
     if not kernels_on:
         monkeypatch.setattr(kernels, "_state", {"module": None})
-    # start small: the request below needs ~100 positions
+    from ownvoice.dev.random_checkpoint import write_random_checkpoint
+
+    # start small: the request below needs ~100 positions; a checkpoint that never says EOS
+    # makes all 80 frames, past position 64 (where the torch backend's attended span grows)
     monkeypatch.setattr(loop, "INITIAL_FRAMES", 8)
-    eager = engines("0.6B-CustomVoice", False)
-    fast = Engine.load(
-        str(tiny_checkpoints["0.6B-CustomVoice"]), device="cpu", dtype="float32", fast=True
-    )
+    path = str(write_random_checkpoint(tmp_path / "no-eos", "0.6B-CustomVoice", tiny=True,
+                                       no_eos=True))  # fmt: skip
+    eager = Engine.load(path, device="cpu", dtype="float32", fast=False)
+    fast = Engine.load(path, device="cpu", dtype="float32", fast=True)
     assert fast.backend == ("cpu-kernels" if kernels_on else "torch")
     opts = SynthesisOptions(sampling=SamplingOptions.greedy(), max_frames=80)
     a = eager.synthesize(TEXT, voice="ryan", options=opts)
     b = fast.synthesize(TEXT, voice="ryan", options=opts)
-    assert np.array_equal(a.codes, b.codes)
+    assert len(a.codes) == 80 and np.array_equal(a.codes, b.codes)
 
 
 def test_compiled_fast_path_equals_eager(engines, tiny_checkpoints, monkeypatch):
@@ -125,3 +128,25 @@ def test_compiled_fast_path_equals_eager(engines, tiny_checkpoints, monkeypatch)
     eager = engines("0.6B-CustomVoice", False).synthesize(TEXT, voice="eric", options=options)
     fast = compiled.synthesize(TEXT, voice="eric", options=options)
     assert np.array_equal(eager.codes, fast.codes)
+
+
+def test_the_torch_backends_span_covers_every_rows_newest_position(tiny_checkpoints, monkeypatch):
+    """The talker step writes each row's key at its position and attends span positions from
+    0: the span must include the newest one, also at a multiple of the 64-position bucket
+    (where rounding up would otherwise stop just short of it)."""
+    from types import SimpleNamespace
+
+    from ownvoice import kernels
+    from ownvoice.engine.engine import Engine
+
+    monkeypatch.setattr(kernels, "_state", {"module": None})
+    fast = Engine.load(
+        str(tiny_checkpoints["0.6B-CustomVoice"]), device="cpu", dtype="float32", fast=True
+    )
+    loop = fast._loop
+    assert loop.backend_name == "torch"
+    loop.backend.ensure(0, 300)
+    for positions in ([5], [63], [64], [63, 64], [127, 3], [128], [129]):
+        monkeypatch.setattr(loop, "rows", [SimpleNamespace(position=p) for p in positions])
+        span = loop._span(len(positions))
+        assert span > max(positions) and span % 64 == 0, (positions, span)

@@ -63,7 +63,8 @@ def test_greedy_rows_take_the_argmax_and_ignore_noise():
 
 
 def test_penalty_on_seen_ids_equals_the_gather_scatter_form():
-    logits = torch.randn(1, 64)
+    logits = torch.randn(1, 64, generator=torch.Generator().manual_seed(0))
+    logits[0, 3], logits[0, 7] = -2.0, 1.5  # a negative and a positive logit among the seen
     history = torch.tensor([[3, 7, 7, 10, 63]])
     seen = torch.zeros(1, 64, dtype=torch.bool)
     seen[0, history[0]] = True
