@@ -1,4 +1,4 @@
-"""Read a book from a .txt, .md, .epub or .html file, or from stdin ("-"), into a Book.
+"""Read a book from a .txt, .md, .epub, .html or .docx file, or from stdin ("-"), into a Book.
 
 Plain text is one chapter of blank-line-separated paragraphs, titled by the file name. An HTML
 file is one document read as an EPUB's are (notes, tables, figures, page numbers: xhtml.py),
@@ -15,13 +15,14 @@ from ownvoice.audiobook.document import Book, Chapter, ReadOptions
 from ownvoice.audiobook.epub import read_epub
 from ownvoice.audiobook.html import parse_html
 from ownvoice.audiobook.markdown import parse_markdown
+from ownvoice.audiobook.word import read_docx
 from ownvoice.errors import InvalidInput
 from ownvoice.textsplit import split_paragraphs
 
-INPUT_FORMATS = ("txt", "md", "epub", "html")
+INPUT_FORMATS = ("txt", "md", "epub", "html", "docx")
 _EXTENSIONS = {
     ".txt": "txt", ".text": "txt", ".md": "md", ".markdown": "md", ".epub": "epub",
-    ".html": "html", ".htm": "html", ".xhtml": "html",
+    ".html": "html", ".htm": "html", ".xhtml": "html", ".docx": "docx",
 }  # fmt: skip
 
 
@@ -49,11 +50,12 @@ def read_book(path: str, fmt: str | None = None, options: ReadOptions | None = N
     """The Book in `path` ("-" = stdin). Raises InvalidInput for unreadable or empty input."""
     fmt = input_format(path, fmt)
     options = options or ReadOptions()
-    if fmt == "epub":
+    if fmt in ("epub", "docx"):
         if path == "-":
-            raise InvalidInput("an EPUB cannot be read from stdin; pass its path", param="input")
+            raise InvalidInput(f"a .{fmt} file cannot be read from stdin; pass its path",
+                               param="input")  # fmt: skip
         _check_exists(path)
-        book = read_epub(path, options=options)
+        book = read_epub(path, options=options) if fmt == "epub" else read_docx(path, options)
     else:
         text = _read_text(path)
         stem = None if path == "-" else Path(path).stem

@@ -20,13 +20,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("input", help="a .txt, .md, .epub or .html file, or '-' for stdin")
+    p.add_argument("input", help="a .txt, .md, .epub, .html or .docx file, or '-' for stdin")
     p.add_argument("-o", "--output", help="output file: .mp3 .m4b .opus .flac .wav")
     p.add_argument("--dry-run", action="store_true",
                    help="print the chapters and chunks as they would be said, the estimated "
                         "length and time; synthesize nothing")  # fmt: skip
     p.add_argument(
-        "--input-format", choices=("txt", "md", "epub", "html"), help="default: from the extension"
+        "--input-format",
+        choices=("txt", "md", "epub", "html", "docx"),
+        help="default: from the extension",
     )
 
     src = p.add_argument_group("where the speech comes from (one of)")
