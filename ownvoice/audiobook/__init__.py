@@ -5,7 +5,8 @@
     print(report.text())
 
 Modules, in the order the work flows:
-    reader, markdown, epub, html,   read .txt / .md / .epub / .html / stdin into a Book (document):
+    reader, markdown, epub, html,   read .txt / .md / .epub / .html / .docx / .pdf / stdin into a
+    word, pdf,                      Book (document):
     xhtml, nav                      notes moved to chapter ends, tables by row, no page numbers
     plan                            chunks of a target length and the pause after each
     lexicon                         how words are said (applied to what is spoken only)

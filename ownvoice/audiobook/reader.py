@@ -1,4 +1,4 @@
-"""Read a book from a .txt, .md, .epub, .html or .docx file, or from stdin ("-"), into a Book.
+"""Read a book from a .txt, .md, .epub, .html, .docx or .pdf file, or from stdin ("-"), into a Book.
 
 Plain text is one chapter of blank-line-separated paragraphs, titled by the file name. An HTML
 file is one document read as an EPUB's are (notes, tables, figures, page numbers: xhtml.py),
@@ -15,14 +15,15 @@ from ownvoice.audiobook.document import Book, Chapter, ReadOptions
 from ownvoice.audiobook.epub import read_epub
 from ownvoice.audiobook.html import parse_html
 from ownvoice.audiobook.markdown import parse_markdown
+from ownvoice.audiobook.pdf import read_pdf
 from ownvoice.audiobook.word import read_docx
 from ownvoice.errors import InvalidInput
 from ownvoice.textsplit import split_paragraphs
 
-INPUT_FORMATS = ("txt", "md", "epub", "html", "docx")
+INPUT_FORMATS = ("txt", "md", "epub", "html", "docx", "pdf")
 _EXTENSIONS = {
     ".txt": "txt", ".text": "txt", ".md": "md", ".markdown": "md", ".epub": "epub",
-    ".html": "html", ".htm": "html", ".xhtml": "html", ".docx": "docx",
+    ".html": "html", ".htm": "html", ".xhtml": "html", ".docx": "docx", ".pdf": "pdf",
 }  # fmt: skip
 
 
@@ -50,12 +51,15 @@ def read_book(path: str, fmt: str | None = None, options: ReadOptions | None = N
     """The Book in `path` ("-" = stdin). Raises InvalidInput for unreadable or empty input."""
     fmt = input_format(path, fmt)
     options = options or ReadOptions()
-    if fmt in ("epub", "docx"):
+    if fmt in ("epub", "docx", "pdf"):
         if path == "-":
             raise InvalidInput(f"a .{fmt} file cannot be read from stdin; pass its path",
                                param="input")  # fmt: skip
         _check_exists(path)
-        book = read_epub(path, options=options) if fmt == "epub" else read_docx(path, options)
+        if fmt == "epub":
+            book = read_epub(path, options=options)
+        else:
+            book = read_docx(path, options) if fmt == "docx" else read_pdf(path)
     else:
         text = _read_text(path)
         stem = None if path == "-" else Path(path).stem

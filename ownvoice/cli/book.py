@@ -20,14 +20,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("input", help="a .txt, .md, .epub, .html or .docx file, or '-' for stdin")
+    p.add_argument("input", help="a .txt, .md, .epub, .html, .docx or .pdf file, or '-' (stdin)")
     p.add_argument("-o", "--output", help="output file: .mp3 .m4b .opus .flac .wav")
     p.add_argument("--dry-run", action="store_true",
                    help="print the chapters and chunks as they would be said, the estimated "
                         "length and time; synthesize nothing")  # fmt: skip
     p.add_argument(
         "--input-format",
-        choices=("txt", "md", "epub", "html", "docx"),
+        choices=("txt", "md", "epub", "html", "docx", "pdf"),
         help="default: from the extension",
     )
 

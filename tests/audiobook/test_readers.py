@@ -82,7 +82,8 @@ def test_stdin_is_read_as_text_or_markdown(monkeypatch):
         ("latin.txt", "caf\xe9".encode("latin-1"), "not UTF-8"),
         ("empty.md", b"# \n\n---\n", "no text to read"),
         ("book.docx", b"x", "not a readable Word document"),
-        ("book.pdf", b"x", "cannot tell the format"),
+        ("book.pdf", b"x", "not a readable PDF"),
+        ("book.odt", b"x", "cannot tell the format"),
     ],
 )
 def test_unreadable_input_is_a_clear_error(tmp_path, name, data, message):
