@@ -57,6 +57,24 @@ def table_sentences(header: list[str], rows: list[list[str]]) -> list[str]:
     return said
 
 
+def read_table(header: list[str], rows: list[list[str]], options: ReadOptions,
+               caption: str = "") -> list[str]:  # fmt: skip
+    """What a table says: its caption and a sentence per row, or the notice (`tables: skip`),
+    or nothing for an empty table."""
+    said = table_sentences(header, rows)
+    if not (said or caption):
+        return []
+    if options.tables == "skip":
+        return [TABLE_NOTICE]
+    return ([caption] if caption else []) + said
+
+
+def chapter_level(levels: list[int]) -> int | None:
+    """The heading level chapters start at: 1 if the text has more than one such heading,
+    else 2, else none (one chapter)."""
+    return next((n for n in (1, 2) if levels.count(n) > 1), None)
+
+
 @dataclass(frozen=True)
 class Chapter:
     title: str | None  # the chapter mark; None = "Chapter N" in the output

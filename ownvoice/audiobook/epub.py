@@ -27,7 +27,7 @@ from defusedxml import DefusedXmlException
 
 from ownvoice.audiobook.document import Book, Chapter, ReadOptions, merge_title_only_chapters
 from ownvoice.audiobook.nav import parse_nav
-from ownvoice.audiobook.xhtml import Block, chapter_text, parse_xhtml, place_notes
+from ownvoice.audiobook.xhtml import Block, chapters_at, parse_xhtml, place_notes
 from ownvoice.errors import InvalidInput
 
 _TEXT_TYPES = {"application/xhtml+xml", "text/html", "application/x-dtbook+xml"}
@@ -244,14 +244,7 @@ def _chapters(blocks, doc_start, anchors, toc: list[_TocEntry], spine: list[str]
     marks.sort(key=lambda m: m[0])  # stable: entries at one position keep their TOC order
     if marks[0][0] > 0:
         marks.insert(0, (0, None, 1))  # front matter before the first TOC entry
-    chapters = []
-    for (start, title, level), (end, _, _) in zip(
-        marks, [*marks[1:], (len(blocks), None, 1)], strict=True
-    ):
-        if title is None:  # untitled: the first heading, if any
-            title = next((b.text for b in blocks[start:end] if b.heading and not b.note), None)
-        chapters.append(Chapter(title, chapter_text(blocks, start, end), level))
-    return chapters
+    return chapters_at(blocks, marks)
 
 
 def _walk_ncx(parent: Element, base: str, level: int, out: list[_TocEntry]) -> None:

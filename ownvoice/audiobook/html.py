@@ -11,8 +11,13 @@ from __future__ import annotations
 import re
 from html import unescape
 
-from ownvoice.audiobook.document import Book, Chapter, ReadOptions, merge_title_only_chapters
-from ownvoice.audiobook.xhtml import chapter_text, parse_xhtml, place_notes
+from ownvoice.audiobook.document import (
+    Book,
+    ReadOptions,
+    chapter_level,
+    merge_title_only_chapters,
+)
+from ownvoice.audiobook.xhtml import chapters_at, parse_xhtml, place_notes
 
 _TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.I | re.S)
 _LANG = re.compile(r"<html[^>]*\slang=[\"']?([A-Za-z0-9_-]+)", re.I)
@@ -26,15 +31,11 @@ def parse_html(
     for index, href in parsed.refs:
         refs.setdefault(href.partition("#")[2], index)
     blocks = place_notes(parsed.blocks, [b.anchor for b in parsed.blocks], refs)
-    heads = [b.level for b in blocks if b.level and not b.note]
-    level = next((n for n in (1, 2) if heads.count(n) > 1), None)
+    level = chapter_level([b.level for b in blocks if not b.note])
     cuts = [0] + [
         i for i, b in enumerate(blocks) if i and level and b.level == level and not b.note
     ]
-    chapters = []
-    for start, end in zip(cuts, [*cuts[1:], len(blocks)], strict=True):
-        title = next((b.text for b in blocks[start:end] if b.heading and not b.note), None)
-        chapters.append(Chapter(title, chapter_text(blocks, start, end)))
+    chapters = chapters_at(blocks, [(cut, None, 1) for cut in cuts])
     found = _TITLE.search(markup)
     title = " ".join(unescape(found.group(1)).split()) if found else None
     lang = _LANG.search(markup)

@@ -15,12 +15,11 @@ import html
 import re
 
 from ownvoice.audiobook.document import (
-    TABLE_NOTICE,
     Book,
     Chapter,
     ReadOptions,
     merge_title_only_chapters,
-    table_sentences,
+    read_table,
     with_notes_at_end,
 )
 
@@ -109,10 +108,7 @@ def parse_markdown(
             while i < len(lines) and "|" in lines[i] and lines[i].strip():
                 rows.append(_cells(lines[i]))
                 i += 1
-            said = table_sentences(_cells(line), rows)
-            if options.tables == "skip":
-                said = [TABLE_NOTICE] if said else []
-            paragraphs.extend(said)
+            paragraphs.extend(read_table(_cells(line), rows, options))
             continue
         heading = _heading(line, next_line, bool(current))
         if heading is not None:

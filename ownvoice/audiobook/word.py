@@ -14,12 +14,12 @@ import re
 import zipfile
 
 from ownvoice.audiobook.document import (
-    TABLE_NOTICE,
     Book,
     Chapter,
     ReadOptions,
+    chapter_level,
     merge_title_only_chapters,
-    table_sentences,
+    read_table,
 )
 from ownvoice.errors import InvalidInput
 
@@ -40,12 +40,8 @@ def read_docx(path: str, options: ReadOptions | None = None) -> Book:
     for item in document.iter_inner_content():
         if isinstance(item, Table):
             rows = [[" ".join(cell.text.split()) for cell in row.cells] for row in item.rows]
-            said = (
-                table_sentences(rows[0], rows[1:]) if len(rows) > 1 else table_sentences([], rows)
-            )
-            if options.tables == "skip":
-                said = [TABLE_NOTICE] if said else []
-            blocks += [(text, 0) for text in said]
+            header, rows = (rows[0], rows[1:]) if len(rows) > 1 else ([], rows)
+            blocks += [(text, 0) for text in read_table(header, rows, options)]
             continue
         text = " ".join(item.text.split())
         if not text:
@@ -53,7 +49,7 @@ def read_docx(path: str, options: ReadOptions | None = None) -> Book:
         style = item.style.name if item.style is not None else ""
         m = _HEADING.match(style)
         blocks.append((text, int(m.group(1)) if m else (1 if style == "Title" else 0)))
-    level = next((n for n in (1, 2) if sum(lv == n for _, lv in blocks) > 1), None)
+    level = chapter_level([lv for _, lv in blocks])
     chapters: list[Chapter] = []
     for text, lv in blocks:
         if not chapters or (level is not None and lv == level):

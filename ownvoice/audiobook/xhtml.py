@@ -19,12 +19,14 @@ caption, or its image's alt text when it has none, or skipped (ReadOptions).
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass, field, replace
 from html.parser import HTMLParser
 
 from ownvoice.audiobook.document import (
-    TABLE_NOTICE,
+    Chapter,
     ReadOptions,
+    read_table,
     table_sentences,
     with_notes_at_end,
 )
@@ -110,9 +112,6 @@ class _TextParser(HTMLParser):
         self._parts: list[str] = []
         self._stack: list[_Open] = []
         self._tables: list[_Table] = []
-        self._heading_depth = 0
-        self._block_is_heading = False
-        self._heading_level = 0
 
     # -- the element stack --------------------------------------------------------------------
 
@@ -256,10 +255,6 @@ class _TextParser(HTMLParser):
             self._tables.append(_Table())
         elif tag in BLOCK_TAGS:
             self._flush()
-            if tag in HEADINGS:
-                self._heading_depth += 1
-                self._block_is_heading = True
-                self._heading_level = int(tag[1])
         elif tag == "br":
             self._parts.append(" ")
 
@@ -278,11 +273,11 @@ class _TextParser(HTMLParser):
                 table.in_head = False
             elif tag == "table":
                 self._tables.pop()
-                said = _say_table(table)
                 if self._tables:  # nested: its rows become text of the outer cell
+                    said = table_sentences(*_header_and_rows(table))
                     self._parts.append(" " + " ".join(said) + " ")
                 else:
-                    self._emit_table(table, said)
+                    self._emit_table(table)
             elif tag in BLOCK_TAGS:
                 self._parts.append(" ")
             return
@@ -295,13 +290,10 @@ class _TextParser(HTMLParser):
                 self._flush()
                 self._parts.append(" ".join(closed.alt))
             self._flush(closed)
-            if tag in HEADINGS:
-                self._heading_depth = max(0, self._heading_depth - 1)
 
-    def _emit_table(self, table: _Table, said: list[str]) -> None:
-        if self.options.tables == "skip":
-            said = [TABLE_NOTICE] if table.caption or said else []
-        for text in ([table.caption] if table.caption and said != [TABLE_NOTICE] else []) + said:
+    def _emit_table(self, table: _Table) -> None:
+        header, rows = _header_and_rows(table)
+        for text in read_table(header, rows, self.options, table.caption):
             self._add_block(text)
 
     def _flush(self, closing: _Open | None = None):
@@ -309,20 +301,21 @@ class _TextParser(HTMLParser):
         text = _said("".join(self._parts))
         self._parts.clear()
         if text:
-            self._add_block(text, closing, self._block_is_heading)
-        self._block_is_heading = False
+            self._add_block(text, closing)
 
-    def _add_block(self, text: str, closing: _Open | None = None, heading: bool = False) -> None:
+    def _add_block(self, text: str, closing: _Open | None = None) -> None:
+        """A block of `text` inside the open elements (and `closing`, the one just ended)."""
         for anchor in self._pending_ids:
             self.anchors.setdefault(anchor, len(self.blocks))
         self._pending_ids.clear()
-        heading = heading or self._heading_depth > 0
-        owners = [e for e in [*self._stack, closing] if e is not None and e.note]
-        if owners and heading:
+        around = [e for e in [*self._stack, closing] if e is not None]
+        headings = [e for e in around if e.tag in HEADINGS]
+        owners = [e for e in around if e.note]
+        if owners and headings:
             return  # a notes section's own heading: the notes get an announcement instead
         note_id = next((e.note_id for e in reversed(owners) if e.note_id), "")
-        level = self._heading_level if heading else 0
-        self.blocks.append(Block(text, heading, bool(owners), level, note_id))
+        level = int(headings[-1].tag[1]) if headings else 0
+        self.blocks.append(Block(text, bool(headings), bool(owners), level, note_id))
 
     def close(self):
         super().close()
@@ -338,11 +331,12 @@ def _said(text: str) -> str:
     return " ".join(_PAGE_SPAN.sub(" ", text).split())
 
 
-def _say_table(table: _Table) -> list[str]:
+def _header_and_rows(table: _Table) -> tuple[list[str], list[list[str]]]:
+    """The header (the <thead> rows, or a first row of <th> cells) and the other rows."""
     rows = [r for r in table.rows if any(text for text, _ in r)]
     head_rows = table.head_rows or (1 if rows and all(h for _, h in rows[0]) else 0)
     header = [text for text, _ in rows[0]] if head_rows else []
-    return table_sentences(header, [[text for text, _ in row] for row in rows[head_rows:]])
+    return header, [[text for text, _ in row] for row in rows[head_rows:]]
 
 
 def parse_xhtml(
@@ -357,15 +351,27 @@ def parse_xhtml(
     return Parsed(parser.blocks, parser.anchors, parser.refs)
 
 
-def chapter_text(blocks: list[Block], start: int, end: int) -> tuple[str, ...]:
-    """The paragraphs of blocks[start:end], then, after a short announcement, the notes whose
-    reference is among them (or that stand there, when their reference is unknown)."""
-    homes = [i if b.home is None else b.home for i, b in enumerate(blocks)]
-    notes = sorted(
-        (homes[i], i) for i, b in enumerate(blocks) if b.note and start <= homes[i] < end
-    )
-    texts = [b.text for b in blocks[start:end] if not b.note]
-    return with_notes_at_end(texts, [blocks[i].text for _, i in notes])
+def chapters_at(blocks: list[Block], marks: list[tuple[int, str | None, int]]) -> list[Chapter]:
+    """Chapters starting at `marks` ((block index, title, level), sorted, the first at 0). Each
+    has its paragraphs, then, after a short announcement, the notes whose reference is in it
+    (or that stand in it, when their reference is unknown). An untitled chapter is named by its
+    first heading."""
+    starts = [start for start, _, _ in marks]
+    notes: list[list[tuple[int, int]]] = [[] for _ in marks]
+    for i, b in enumerate(blocks):
+        if b.note:
+            home = i if b.home is None else b.home
+            notes[bisect_right(starts, home) - 1].append((home, i))
+    chapters = []
+    for n, ((start, title, level), end) in enumerate(
+        zip(marks, [*starts[1:], len(blocks)], strict=True)
+    ):
+        part = [b for b in blocks[start:end] if not b.note]
+        if title is None:
+            title = next((b.text for b in part if b.heading), None)
+        said = [blocks[i].text for _, i in sorted(notes[n])]
+        chapters.append(Chapter(title, with_notes_at_end([b.text for b in part], said), level))
+    return chapters
 
 
 def place_notes(blocks: list[Block], keys: list[str], refs: dict[str, int]) -> list[Block]:

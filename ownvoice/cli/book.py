@@ -98,26 +98,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--report-json", help="also write the final report as JSON here")
 
     a = p.add_argument_group("sound")
-    # the defaults are BookOptions' and Pauses' own (one source; the README states them and
-    # tests/audiobook/test_cli_defaults.py checks the output against the README)
-    from ownvoice.audiobook.options import BookOptions, Pauses
-
-    a.add_argument(
-        "--target-lufs", type=float, default=BookOptions.target_lufs, help="loudness of every chunk"
-    )
-    a.add_argument(
-        "--peak",
-        type=float,
-        default=BookOptions.peak_dbtp,
-        help="true-peak ceiling, dBTP (ACX: -3)",
-    )
-    a.add_argument(
-        "--pause-sentence", type=float, default=Pauses.sentence, help="seconds between chunks"
-    )
-    a.add_argument("--pause-paragraph", type=float, default=Pauses.paragraph)
-    a.add_argument("--pause-chapter", type=float, default=Pauses.chapter)
-    a.add_argument("--head", type=float, default=Pauses.head, help="silence before the first chunk")
-    a.add_argument("--tail", type=float, default=Pauses.tail, help="silence after the last chunk")  # fmt: skip
+    # unset flags keep BookOptions' and Pauses' own defaults (one source, stated in the README
+    # and checked against the CLI's output by tests/audiobook/test_cli_defaults.py); they are
+    # filled in run(), so building the parser does not import the audiobook package
+    a.add_argument("--target-lufs", type=float, help="loudness of every chunk, LUFS")
+    a.add_argument("--peak", type=float, help="true-peak ceiling, dBTP (ACX: -3)")
+    a.add_argument("--pause-sentence", type=float, help="seconds between chunks of a paragraph")
+    a.add_argument("--pause-paragraph", type=float, help="seconds between paragraphs")
+    a.add_argument("--pause-chapter", type=float, help="seconds between chapters")
+    a.add_argument("--head", type=float, help="silence before the first chunk")
+    a.add_argument("--tail", type=float, help="silence after the last chunk")
 
     o = p.add_argument_group("output")
     o.add_argument(
@@ -141,32 +131,10 @@ def run(args: argparse.Namespace) -> int:
     import logging
     import os
 
-    from ownvoice.audiobook import BookOptions, Pauses, render_book
-    from ownvoice.audiobook.document import ReadOptions
-    from ownvoice.audiobook.lexicon import EMPTY, load_lexicon
+    from ownvoice.audiobook import render_book
     from ownvoice.errors import InvalidInput
 
-    options = BookOptions(
-        language=args.language,
-        chunk_chars=args.chunk_chars,
-        reading=ReadOptions(notes=args.notes, tables=args.tables, figures=args.figures),
-        lexicon=load_lexicon(args.lexicon) if args.lexicon else EMPTY,
-        seed=args.seed,
-        jobs=args.jobs,
-        retries=args.retries,
-        target_lufs=args.target_lufs,
-        peak_dbtp=args.peak,
-        pauses=Pauses(
-            args.pause_sentence, args.pause_paragraph, args.pause_chapter, args.head, args.tail
-        ),
-        format=args.format,
-        bitrate=args.bitrate,
-        sample_rate=args.sample_rate,
-        title=args.title,
-        author=args.author,
-        cover=args.cover,
-        subtitles=tuple(args.subtitles),
-    )
+    options = book_options(args)
     options.validate()  # before a model is loaded
     if not args.output and not args.dry_run:
         raise InvalidInput("-o/--output is required (or --dry-run)", param="output")
@@ -209,6 +177,45 @@ def run(args: argparse.Namespace) -> int:
             json.dumps(report.to_dict(), indent=1, ensure_ascii=False)
         )
     return 0 if report.complete else 1
+
+
+def book_options(args: argparse.Namespace):
+    """The BookOptions the flags ask for; flags not given keep the options' defaults."""
+    from ownvoice.audiobook import BookOptions, Pauses
+    from ownvoice.audiobook.document import ReadOptions
+    from ownvoice.audiobook.lexicon import EMPTY, load_lexicon
+
+    return BookOptions(
+        language=args.language,
+        chunk_chars=args.chunk_chars,
+        reading=ReadOptions(notes=args.notes, tables=args.tables, figures=args.figures),
+        lexicon=load_lexicon(args.lexicon) if args.lexicon else EMPTY,
+        seed=args.seed,
+        jobs=args.jobs,
+        retries=args.retries,
+        **_given(target_lufs=args.target_lufs, peak_dbtp=args.peak),
+        pauses=Pauses(
+            **_given(
+                sentence=args.pause_sentence,
+                paragraph=args.pause_paragraph,
+                chapter=args.pause_chapter,
+                head=args.head,
+                tail=args.tail,
+            )
+        ),
+        format=args.format,
+        bitrate=args.bitrate,
+        sample_rate=args.sample_rate,
+        title=args.title,
+        author=args.author,
+        cover=args.cover,
+        subtitles=tuple(args.subtitles),
+    )
+
+
+def _given(**flags) -> dict:
+    """The flags that were given; the others keep the options' defaults."""
+    return {name: value for name, value in flags.items() if value is not None}
 
 
 def _server_backend(args, env_key):

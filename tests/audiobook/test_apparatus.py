@@ -243,3 +243,23 @@ def test_reading_options_are_checked(bad, field):
     with pytest.raises(InvalidInput) as caught:
         ReadOptions(**bad).validate()
     assert caught.value.param == field
+
+
+def test_notes_are_read_in_the_order_they_are_referred_to():
+    from ownvoice.audiobook.html import parse_html
+
+    book = parse_html(
+        '<h1>One</h1><p>First<a epub:type="noteref" href="#b">1</a>.</p>'
+        '<p>Second<a epub:type="noteref" href="#a">2</a>.</p>'
+        '<aside epub:type="footnote" id="a"><p>Note A.</p></aside>'
+        '<aside epub:type="footnote" id="b"><p>Note B.</p></aside>'
+    )
+    (chapter,) = book.chapters
+    assert chapter.paragraphs == (
+        "One",
+        "First.",
+        "Second.",
+        NOTES_ANNOUNCEMENT,
+        "Note B.",
+        "Note A.",
+    )

@@ -78,3 +78,21 @@ def _gaps(audio: np.ndarray, min_gap_s: float = 0.2) -> list[float]:
     ends = np.flatnonzero(np.diff(silent) == -1)
     runs = [(a, b) for a, b in zip(starts, ends, strict=True) if b - a >= min_gap_s * SR]
     return [(b - a) / SR for a, b in runs if a > 0 and b < len(audio)]
+
+
+def test_each_sound_flag_sets_its_option_and_the_rest_keep_theirs():
+    from ownvoice.audiobook import BookOptions, Pauses
+    from ownvoice.cli import build_parser
+    from ownvoice.cli.book import book_options
+
+    base = ["book", "b.md", "-o", "b.wav", "--server", "http://x"]
+    assert book_options(build_parser().parse_args(base)) == BookOptions()
+    flags = {"--target-lufs": ("target_lufs", -23.0), "--peak": ("peak_dbtp", -3.0)}
+    pauses = {"--pause-sentence": "sentence", "--pause-paragraph": "paragraph",
+              "--pause-chapter": "chapter", "--head": "head", "--tail": "tail"}  # fmt: skip
+    for flag, (field, value) in flags.items():
+        got = book_options(build_parser().parse_args([*base, flag, str(value)]))
+        assert got == BookOptions(**{field: value}), flag
+    for flag, field in pauses.items():
+        got = book_options(build_parser().parse_args([*base, flag, "7.5"]))
+        assert got == BookOptions(pauses=Pauses(**{field: 7.5})), flag
