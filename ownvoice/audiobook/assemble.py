@@ -52,6 +52,15 @@ class Assembly:
     def total(self) -> int:
         return self.head + sum(self.lengths) + sum(self.gaps)
 
+    @property
+    def chunk_starts(self) -> list[int]:
+        """First sample of each trimmed chunk in the finished track."""
+        starts, position = [], self.head
+        for length, gap in zip(self.lengths, self.gaps, strict=True):
+            starts.append(position)
+            position += length + gap
+        return starts
+
 
 def trim_silence(audio: np.ndarray, sample_rate: int) -> np.ndarray:
     """`audio` without its leading and trailing silence (all of it if it is all silence)."""
@@ -87,10 +96,7 @@ def measure(
     measured = [loudness.gain_db(m, target_lufs) for m in before if m is not None]
     fallback = float(np.median(measured)) if measured else 0.0  # for what cannot be measured
     gains = [fallback if m is None else loudness.gain_db(m, target_lufs) for m in before]
-    gaps = [
-        round((pauses.tail if c.pause == "end" else getattr(pauses, c.pause)) * sample_rate)
-        for c in plan
-    ]
+    gaps = [round(pauses.after(c.pause) * sample_rate) for c in plan]
     asm = Assembly(sample_rate, lengths, gaps, round(pauses.head * sample_rate), before, gains)
     position = asm.head
     for chunk, length, gap in zip(plan, lengths, gaps, strict=True):

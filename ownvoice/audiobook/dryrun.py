@@ -25,13 +25,6 @@ class DryRun:
     audio_seconds: float  # estimated length of the finished book
     realtime_factor: float | None  # wall seconds per audio second of the sample (None: no sample)
 
-    @property
-    def estimated_seconds(self) -> float | None:
-        """Estimated wall time of the render, one chunk at a time (batching makes it faster)."""
-        if self.realtime_factor is None:
-            return None
-        return self.audio_seconds * self.realtime_factor
-
 
 def dry_run(
     source: str,
@@ -45,11 +38,8 @@ def dry_run(
     options = options or BookOptions()
     options.validate()
     book, jobs, identity, max_chars = prepare(source, backend, options, input_format)
-    pauses = options.pauses
-    gap = {"sentence": pauses.sentence, "paragraph": pauses.paragraph, "chapter": pauses.chapter,
-           "end": 0.0}  # fmt: skip
-    audio = pauses.head + pauses.tail
-    audio += sum(expected_seconds(j.said) + gap[j.chunk.pause] for j in jobs)
+    pauses = options.pauses  # as assembly puts them: the head, then a pause after each chunk
+    audio = pauses.head + sum(expected_seconds(j.said) + pauses.after(j.chunk.pause) for j in jobs)
     factor = _measure(backend, identity["language"], options.seed) if measure else None
 
     lines = [f"{book.title or source}" + (f" — {book.author}" if book.author else "")]

@@ -28,6 +28,11 @@ class Pauses:
     head: float = 0.5  # before the first chunk (ACX asks for 0.5-1 s of room tone)
     tail: float = 1.0  # after the last chunk (ACX: 1-5 s)
 
+    def after(self, pause: str) -> float:
+        """Seconds of silence after a chunk whose pause is `pause` ("sentence", "paragraph",
+        "chapter", or "end": the tail)."""
+        return self.tail if pause == "end" else getattr(self, pause)
+
     def validate(self) -> None:
         for f in fields(self):
             v = getattr(self, f.name)

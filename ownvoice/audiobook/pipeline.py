@@ -56,7 +56,8 @@ def render_book(
     show_progress: bool = True,
     stop: threading.Event | None = None,
 ) -> BookReport:
-    """Render `source` (.txt/.md/.epub/.html or "-") to `output`; `redo` holds 1-based chunk numbers."""
+    """Render `source` (a file read_book reads, or "-") to `output`; `redo` holds 1-based chunk
+    numbers."""
     options = options or BookOptions()
     options.validate()
     fmt = output_format(output, options.format)
@@ -86,14 +87,14 @@ def render_book(
             work_dir=str(work.root),
         )
         if not stats.failures:
-            _finish(report, book, jobs, work, output, fmt, options, cover)
+            _finish(report, book, jobs, work, output, fmt, options, cover, language)
         work.write_json("report.json", report.to_dict())
         return report
     finally:
         work.unlock()
 
 
-def _finish(report, book, jobs, work, output, fmt, options, cover) -> None:
+def _finish(report, book, jobs, work, output, fmt, options, cover, language) -> None:
     plan = [j.chunk for j in jobs]
 
     def load(chunk):
@@ -119,17 +120,13 @@ def _finish(report, book, jobs, work, output, fmt, options, cover) -> None:
         chapters=marks,
     )
     write_audio(output, blocks, rate, fmt, tags, options.bitrate)
-    starts_of, position = [], asm.head
-    for length, gap in zip(asm.lengths, asm.gaps, strict=True):
-        starts_of.append(position)
-        position += length + gap
+    starts_of = asm.chunk_starts
     # where each chunk's (trimmed) audio lies in the file, for tools that follow the text
     work.write_json("timings.json", [
         {"n": i + 1, "start": s / SAMPLE_RATE, "end": (s + n) / SAMPLE_RATE}
         for i, (s, n) in enumerate(zip(starts_of, asm.lengths, strict=True))
     ])  # fmt: skip
     if options.subtitles:
-        language = synthesis_language(book, options.language)
         items = cues(plan, starts_of, asm.lengths, SAMPLE_RATE,
                      split_language(book, options.language),
                      lambda text: options.lexicon.apply(text, language))  # fmt: skip
