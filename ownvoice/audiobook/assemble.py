@@ -93,9 +93,7 @@ def measure(
         audio = trim_silence(load(chunk), sample_rate)
         lengths.append(len(audio))
         before.append(loudness.integrated_loudness(audio, sample_rate))
-    measured = [loudness.gain_db(m, target_lufs) for m in before if m is not None]
-    fallback = float(np.median(measured)) if measured else 0.0  # for what cannot be measured
-    gains = [fallback if m is None else loudness.gain_db(m, target_lufs) for m in before]
+    gains = _gains(plan, before, target_lufs)
     gaps = [round(pauses.after(c.pause) * sample_rate) for c in plan]
     asm = Assembly(sample_rate, lengths, gaps, round(pauses.head * sample_rate), before, gains)
     position = asm.head
@@ -105,6 +103,23 @@ def measure(
             asm.chapter_ids.append(chunk.chapter)
         position += length + gap
     return asm
+
+
+def _gains(plan: Sequence[PlannedChunk], before: list[float | None], target: float) -> list[float]:
+    """Each chunk's gain to the target. A chunk too short to measure gets the typical gain of
+    its own voice (a cast's voices differ in level; a "Yes." in a louder voice must not take
+    the narrator's gain), else of the whole book."""
+    by_voice: dict[str | None, list[float]] = {}
+    for chunk, measured in zip(plan, before, strict=True):
+        if measured is not None:
+            by_voice.setdefault(chunk.voice, []).append(loudness.gain_db(measured, target))
+    every = [g for gains in by_voice.values() for g in gains]
+    book = float(np.median(every)) if every else 0.0
+    typical = {voice: float(np.median(gains)) for voice, gains in by_voice.items()}
+    return [
+        typical.get(chunk.voice, book) if m is None else loudness.gain_db(m, target)
+        for chunk, m in zip(plan, before, strict=True)
+    ]
 
 
 def stream(
@@ -127,6 +142,18 @@ def level(
 ) -> tuple[np.ndarray, bool]:
     """Apply the gain, then the true-peak ceiling; returns (audio, limiter engaged)."""
     return loudness.limit(loudness.apply_gain(audio, gain_db), peak_dbtp, sample_rate)
+
+
+def loudness_by_voice(plan: Sequence[PlannedChunk], asm: Assembly) -> dict[str | None, float]:
+    """Loudness of each voice's chunks after levelling (LUFS; their mean power weighted by
+    length), for the voices with measurable chunks. Needs `stream()` to have run."""
+    power: dict[str | None, list[float]] = {}
+    for chunk, lufs, n in zip(plan, asm.after_lufs, asm.lengths, strict=True):
+        if lufs is not None:
+            total = power.setdefault(chunk.voice, [0.0, 0.0])
+            total[0] += n * 10 ** (lufs / 10)
+            total[1] += n
+    return {voice: 10 * np.log10(p / n) for voice, (p, n) in power.items()}
 
 
 def spread(values: Sequence[float | None]) -> float | None:

@@ -3,8 +3,10 @@
 Both have the same small surface:
 
     backend.identity() -> dict          what makes their audio what it is (part of the chunk key)
-    backend.synthesize(text, seed=, language=, max_seconds=) -> Rendered   float32 mono, 24 kHz
+    backend.synthesize(text, seed=, language=, max_seconds=, voice=) -> Rendered
+                                        float32 mono, 24 kHz; voice None = the backend's own
     backend.batch_size() -> int         chunks in flight that keep the model's batch full
+    backend.batch_steps() -> BatchSteps | None   engine steps so far and the rows they advanced
 
 A failure worth another try raises Retryable (timeout, connection, 5xx, 429 with Retry-After);
 a failure every chunk would share (bad voice, bad key, wrong URL) raises an OwnvoiceError at
@@ -32,6 +34,22 @@ class Retryable(Exception):
         super().__init__(message)
         self.reason = reason  # "timeout" | "connection" | "server_error" | "rate_limited" | ...
         self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class BatchSteps:
+    """Counters of an engine's steps: how many, and the rows they advanced in all."""
+
+    steps: float
+    rows: float
+
+    def since(self, before: BatchSteps | None) -> BatchSteps:
+        return self if before is None else BatchSteps(self.steps - before.steps,
+                                                      self.rows - before.rows)  # fmt: skip
+
+    @property
+    def mean_rows(self) -> float | None:
+        return self.rows / self.steps if self.steps > 0 else None
 
 
 @dataclass(frozen=True)
@@ -106,15 +124,40 @@ class ServerBackend:
         except Exception:  # an older ownvoice, another server, a foreign Host: a safe default
             return self.DEFAULT_JOBS
 
-    def synthesize(self, text: str, *, seed: int, language: str, max_seconds: float) -> Rendered:
+    def batch_steps(self) -> BatchSteps | None:
+        """The server's step counters for our model (its /metrics tts_batch_rows histogram; all
+        of its clients count), or None when it does not publish them."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        try:
+            r = self._client.get(f"{self.url}/metrics")
+            if r.status_code != 200:
+                return None
+            values = {}
+            for family in text_string_to_metric_families(r.text):
+                for sample in family.samples:
+                    if sample.name in ("tts_batch_rows_count", "tts_batch_rows_sum"):
+                        model = sample.labels.get("model")
+                        values.setdefault(model, {})[sample.name] = sample.value
+        except Exception:  # another server, or metrics it does not parse: no figure
+            return None
+        mine = values.get(self.model) or (next(iter(values.values())) if len(values) == 1 else None)
+        if not mine or "tts_batch_rows_count" not in mine:
+            return None
+        return BatchSteps(mine["tts_batch_rows_count"], mine.get("tts_batch_rows_sum", 0.0))
+
+    def synthesize(
+        self, text: str, *, seed: int, language: str, max_seconds: float, voice: str | None = None
+    ) -> Rendered:
         body = {
             "model": self.model or "tts-1",
             "input": text,
             "response_format": "pcm",
             "seed": seed,
         }
-        if self.voice is not None:
-            body["voice"] = self.voice
+        voice = voice or self.voice
+        if voice is not None:
+            body["voice"] = voice
         if self.instructions:
             body["instructions"] = self.instructions
         if language != "auto":
@@ -211,10 +254,29 @@ class EngineBackend:
     def batch_size(self) -> int:
         return self.scheduler.rows
 
-    def synthesize(self, text: str, *, seed: int, language: str, max_seconds: float) -> Rendered:
+    def batch_steps(self) -> BatchSteps:
+        return BatchSteps(self.scheduler.steps, self.scheduler.row_steps)
+
+    def _speaker(self, name: str) -> str:
+        """A cast's voice name as one of the model's speakers."""
+        speakers = self.engine.supported_speakers
+        found = next((s for s in speakers if s.lower() == name.strip().lower()), None)
+        if found is None:
+            known = ", ".join(speakers) if speakers else "none (it is not a CustomVoice model)"
+            raise InvalidInput(
+                f"voice {name!r} is not a speaker of this model; speakers: {known}. For cloned "
+                "voices in a cast, render through a server (--server) that has them",
+                param="voice",
+            )
+        return found
+
+    def synthesize(
+        self, text: str, *, seed: int, language: str, max_seconds: float, voice: str | None = None
+    ) -> Rendered:
         from ownvoice.engine.options import SynthesisOptions
         from ownvoice.service.generation import Generation
 
+        said_by = self.voice if voice is None else self._speaker(voice)
         options = SynthesisOptions(
             language=language,
             seed=seed,
@@ -224,7 +286,7 @@ class EngineBackend:
         )
 
         def pieces(engine):
-            yield engine.start(text, voice=self.voice, instruct=self.instruct, options=options)
+            yield engine.start(text, voice=said_by, instruct=self.instruct, options=options)
 
         gen = Generation(pieces, self.scheduler.admission.admit(), deadline=math.inf)
         self.scheduler.submit(gen)

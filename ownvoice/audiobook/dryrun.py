@@ -1,7 +1,8 @@
 """`ownvoice book --dry-run`: what a render would say, how long it would be, and how long it
 would take here -- without synthesizing the book.
 
-The chapters and every chunk are printed as they would be sent (after the lexicon). The audio
+The chapters and every chunk are printed as they would be sent (after the lexicon), with the
+cast's voice in brackets where it is not the backend's own. The audio
 length is estimated from the text (plan.expected_seconds) plus the pauses; the time from one
 short sample synthesized with the same backend, voice and language, measured on this machine.
 """
@@ -60,7 +61,8 @@ def dry_run(
             chapter = job.chunk.chapter
             title = book.chapters[chapter].title or f"Chapter {chapter + 1}"
             lines.append(f"\n== {title}")
-        lines.append(f"{n:5d}  {job.said}")
+        voice = f"[{job.chunk.voice}] " if job.chunk.voice else ""
+        lines.append(f"{n:5d}  {voice}{job.said}")
     return DryRun("\n".join(lines) + "\n", len(jobs), audio, factor)
 
 

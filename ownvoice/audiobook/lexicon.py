@@ -49,6 +49,13 @@ class Lexicon:
     def __bool__(self) -> bool:
         return any(self.entries.values())
 
+    def then(self, other: Lexicon) -> Lexicon:
+        """This lexicon's entries, then `other`'s (per language, in order)."""
+        merged = dict(self.entries)
+        for language, entries in other.entries.items():
+            merged[language] = merged.get(language, ()) + entries
+        return Lexicon(merged)
+
 
 EMPTY = Lexicon({})
 

@@ -36,13 +36,13 @@ _NOTE_DEF = re.compile(r"^\s{0,3}\[\^([^\]\s]+)\]:\s?(.*)$")
 _NOTE_REF = re.compile(r"\[\^([^\]\s]+)\]")
 _FIGURE = re.compile(r"^\s*!\[([^\]]*)\]\([^)]*\)\s*$")
 _INLINE = [
-    (re.compile(r"<!--.*?-->", re.S), ""),
+    (re.compile(r"<!--(?!\s*voice\s*:).*?-->", re.S), ""),  # voice markers stay (cast.py)
     (re.compile(r"!\[[^\]]*\]\([^)]*\)"), ""),  # images
     (re.compile(r"!\[[^\]]*\]\[[^\]]*\]"), ""),
     (re.compile(r"\[([^\]]*)\]\([^)]*\)"), r"\1"),  # [text](url)
     (re.compile(r"\[([^\]]+)\]\[[^\]]*\]"), r"\1"),  # [text][ref]
     (re.compile(r"<(?:https?|mailto):[^>]+>"), ""),  # autolinks
-    (re.compile(r"<[^>\n]+>"), ""),  # inline HTML tags
+    (re.compile(r"<(?!!--)[^>\n]+>"), ""),  # inline HTML tags
     (re.compile(r"`+([^`]*)`+"), r"\1"),
     (re.compile(r"(?<![\w*])(\*{1,3}|_{1,3})(?=\S)(.+?)(?<=\S)\1(?![\w*])"), r"\2"),
     (re.compile(r"~~(.+?)~~"), r"\1"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
+from ownvoice.audiobook.cast import NO_CAST, Cast
 from ownvoice.audiobook.document import ReadOptions
 from ownvoice.audiobook.lexicon import EMPTY, Lexicon
 from ownvoice.audiobook.subtitles import subtitle_format
@@ -47,6 +48,7 @@ class BookOptions:
     chunk_chars: int | None = None  # None = 200, or 100 for text that is mostly CJK
     reading: ReadOptions = field(default_factory=ReadOptions)  # notes, tables, figures
     lexicon: Lexicon = EMPTY  # how words are said; applied to what is spoken only
+    cast: Cast = NO_CAST  # narrator, dialogue and chapter voices; its lexicon follows `lexicon`
     # synthesis
     seed: int = 0  # base seed; each chunk and attempt derives its own from it
     # chunks in flight at once; None = as many as the model batches (its max_batch), which
@@ -72,11 +74,22 @@ class BookOptions:
     author: str | None = None
     cover: str | None = None  # path to a .jpg or .png
     subtitles: tuple[str, ...] = ()  # .srt / .vtt files to write, a cue per sentence
+    epub_overlay: str | None = None  # a read-along EPUB 3 (Media Overlays) to write
+
+    @property
+    def spoken_lexicon(self) -> Lexicon:
+        """Every lexicon entry: --lexicon's, then the cast's."""
+        return self.lexicon.then(self.cast.lexicon)
 
     def validate(self) -> None:
         self.reading.validate()
         for path in self.subtitles:
             subtitle_format(path)
+        if self.epub_overlay is not None and not self.epub_overlay.lower().endswith(".epub"):
+            raise InvalidInput(
+                f"the read-along book must be an .epub file, got {self.epub_overlay!r}",
+                param="epub_overlay",
+            )
         if self.chunk_chars is not None and not 20 <= self.chunk_chars <= 4000:
             raise InvalidInput(
                 f"chunk_chars must be in [20, 4000], got {self.chunk_chars}", param="chunk_chars"

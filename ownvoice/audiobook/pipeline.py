@@ -13,7 +13,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from ownvoice.audiobook import assemble
+from ownvoice.audiobook import assemble, overlay
 from ownvoice.audiobook.backends import SAMPLE_RATE
 from ownvoice.audiobook.encode import (
     ChapterMark,
@@ -71,10 +71,13 @@ def render_book(
         _forget_redone(work, jobs, redo)
         work.write_json("manifest.json", _manifest(source, book, identity, max_chars, jobs))
         progress = Progress(len(jobs), sum(len(j.chunk.text) for j in jobs), enabled=show_progress)
+        steps_before = backend.batch_steps()
         try:
             stats = render_chunks(jobs, backend, work, options, progress, language, stop)
         finally:
             progress.close()
+        steps_after = backend.batch_steps()
+        batch = steps_after.since(steps_before) if steps_after else None
         report = BookReport(
             chunks=len(jobs),
             reused=stats.reused,
@@ -85,6 +88,8 @@ def render_book(
             synth_seconds=stats.synth_wall_s,
             new_audio_seconds=stats.new_audio_s,
             work_dir=str(work.root),
+            batch_rows=batch.mean_rows if batch and stats.rendered else None,
+            batch_size=backend.batch_size(),
         )
         if not stats.failures:
             _finish(report, book, jobs, work, output, fmt, options, cover, language)
@@ -126,19 +131,37 @@ def _finish(report, book, jobs, work, output, fmt, options, cover, language) -> 
         {"n": i + 1, "start": s / SAMPLE_RATE, "end": (s + n) / SAMPLE_RATE}
         for i, (s, n) in enumerate(zip(starts_of, asm.lengths, strict=True))
     ])  # fmt: skip
-    if options.subtitles:
-        items = cues(plan, starts_of, asm.lengths, SAMPLE_RATE,
-                     split_language(book, options.language),
-                     lambda text: options.lexicon.apply(text, language))  # fmt: skip
-        for path in options.subtitles:
-            write_subtitles(path, items)
+    items = cues(plan, starts_of, asm.lengths, SAMPLE_RATE,
+                 split_language(book, options.language),
+                 lambda text: options.spoken_lexicon.apply(text, language))  # fmt: skip
+    for path in options.subtitles:
+        write_subtitles(path, items)
+    if options.epub_overlay:
+        parts = overlay.chapter_parts(book, plan, items, asm.chapter_ids, asm.chapter_starts,
+                                      asm.total)  # fmt: skip
+        track = assemble.stream(plan, load, asm, options.peak_dbtp)  # read once more, per chapter
+        overlay.write_overlay(options.epub_overlay, book, parts, track, SAMPLE_RATE,
+                              _book_language(book, language))  # fmt: skip
+        report.epub_overlay = options.epub_overlay
     before = [x for x in asm.before_lufs if x is not None]
     after = [x for x in asm.after_lufs if x is not None]
     report.audio_seconds = asm.total / SAMPLE_RATE
     report.loudness_before = (min(before), max(before)) if before else None
     report.loudness_after = (min(after), max(after)) if after else None
     report.limited_chunks = asm.limited
+    if len({c.voice for c in plan}) > 1:
+        report.loudness_by_voice = {
+            voice or "(--voice)": round(lufs, 2)
+            for voice, lufs in assemble.loudness_by_voice(plan, asm).items()
+        }
     report.output, report.format, report.chapters = str(output), fmt, len(marks)
+
+
+def _book_language(book, language: str) -> str:
+    """A BCP 47 tag for the read-along book: the source's own, else the spoken language's."""
+    from ownvoice.languages import iso_code
+
+    return book.language or iso_code(language) or "und"
 
 
 def prepare(source: str, backend, options: BookOptions, input_format: str | None = None):
@@ -146,19 +169,20 @@ def prepare(source: str, backend, options: BookOptions, input_format: str | None
     run, so a dry run shows exactly what a render would say."""
     book = read_book(source, input_format, options.reading)
     max_chars = options.chunk_chars or default_chunk_chars(book)
-    plan = plan_chunks(book, max_chars, split_language(book, options.language))
+    plan = plan_chunks(book, max_chars, split_language(book, options.language), options.cast)
     language = synthesis_language(book, options.language)
     identity = {**backend.identity(), "language": language, "seed": options.seed}
-    return book, _jobs(plan, identity, options.lexicon, language), identity, max_chars
+    return book, _jobs(plan, identity, options.spoken_lexicon, language), identity, max_chars
 
 
 def _jobs(plan, identity: dict, lexicon, language: str) -> list[Job]:
-    """A job per chunk; its key covers what is spoken (the text after the lexicon), so a new
-    lexicon entry re-renders exactly the chunks it changes."""
+    """A job per chunk; its key covers what is spoken (the text after the lexicon) and who
+    says it, so a new lexicon entry or cast re-renders exactly the chunks it changes."""
     jobs = []
     for chunk in plan:
         spoken = lexicon.apply(chunk.text, language)
-        jobs.append(Job(chunk, chunk_key(spoken, identity), spoken if spoken != chunk.text else ""))
+        said_by = identity if chunk.voice is None else {**identity, "voice": chunk.voice}
+        jobs.append(Job(chunk, chunk_key(spoken, said_by), spoken if spoken != chunk.text else ""))
     return jobs
 
 
@@ -184,6 +208,7 @@ def _manifest(source, book, identity, max_chars, jobs) -> dict:
                 "chapter": j.chunk.chapter,
                 "pause": j.chunk.pause,
                 "text": j.chunk.text,
+                **({"voice": j.chunk.voice} if j.chunk.voice else {}),
                 **({"spoken": j.spoken} if j.spoken else {}),
             }
             for j in jobs

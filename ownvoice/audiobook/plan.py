@@ -1,6 +1,7 @@
 """Plan a book: the ordered list of chunks to synthesize and the pause after each.
 
-Chunks never span a paragraph. The pause after a chunk is "sentence" inside a paragraph,
+Chunks never span a paragraph, nor a change of voice (cast.py: a dialogue voice for quotes,
+voices per chapter, inline markers). The pause after a chunk is "sentence" inside a paragraph,
 "paragraph" at its end, "chapter" at a chapter's end and "end" after the last chunk.
 How long a text should sound (for runaway detection) also lives here. Knows nothing about audio.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ownvoice.audiobook.cast import BACK_TO_CAST, NO_CAST, Cast, split_dialogue, split_markers
 from ownvoice.audiobook.document import Book
 from ownvoice.languages import NAMES
 from ownvoice.textsplit import chunk_paragraphs, cjk_fraction, is_cjk, language_code
@@ -30,6 +32,7 @@ class PlannedChunk:
     text: str
     chapter: int  # index into book.chapters
     pause: str  # "sentence" | "paragraph" | "chapter" | "end"
+    voice: str | None = None  # who says it; None = the backend's own voice (--voice)
 
 
 def default_chunk_chars(book: Book) -> int:
@@ -58,17 +61,44 @@ def synthesis_language(book: Book, language: str) -> str:
     return NAMES.get(code, "auto")
 
 
-def plan_chunks(book: Book, max_chars: int, language: str | None = None) -> list[PlannedChunk]:
+def plan_chunks(
+    book: Book, max_chars: int, language: str | None = None, cast: Cast = NO_CAST
+) -> list[PlannedChunk]:
+    cast.check([c.title for c in book.chapters])
     chunks: list[PlannedChunk] = []
+    marked: list[str | None] = [None]  # an inline marker's voice, until the next marker
     for chapter_index, chapter in enumerate(book.chapters):
-        pieces = chunk_paragraphs(chapter.paragraphs, max_chars, language)
-        for i, piece in enumerate(pieces):
-            pause = "chapter" if i == len(pieces) - 1 else piece.pause
-            chunks.append(PlannedChunk(len(chunks), piece.text, chapter_index, pause))
+        voices = cast.voices(chapter_index, chapter.title)
+        pieces = []  # (voice, text, pause)
+        for paragraph in chapter.paragraphs:
+            said = []
+            for voice, text in _voiced(paragraph, voices, marked, language):
+                said += [(voice, c.text) for c in chunk_paragraphs([text], max_chars, language)]
+            pieces += [(v, t, "sentence") for v, t in said[:-1]]
+            pieces += [(v, t, "paragraph") for v, t in said[-1:]]
+        for i, (voice, text, pause) in enumerate(pieces):
+            pause = "chapter" if i == len(pieces) - 1 else pause
+            chunks.append(PlannedChunk(len(chunks), text, chapter_index, pause, voice))
     if chunks:
         last = chunks[-1]
-        chunks[-1] = PlannedChunk(last.index, last.text, last.chapter, "end")
+        chunks[-1] = PlannedChunk(last.index, last.text, last.chapter, "end", last.voice)
     return chunks
+
+
+def _voiced(paragraph: str, voices, marked: list, language: str | None):
+    """[(voice, text)] of one paragraph: cut at voice markers (a marker's voice says all until
+    the next one), else into narration and quoted speech when the cast has a dialogue voice."""
+    narrator, dialogue = voices
+    for switch, text in split_markers(paragraph):
+        if switch is not None:
+            marked[0] = None if switch.lower() in BACK_TO_CAST else switch
+        if marked[0] is not None:
+            yield marked[0], text
+        elif dialogue is None:
+            yield narrator, text
+        else:
+            for quoted, part in split_dialogue(text, language):
+                yield (dialogue if quoted else narrator), part
 
 
 def expected_seconds(text: str) -> float:

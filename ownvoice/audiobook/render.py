@@ -158,8 +158,9 @@ class _ChunkRenderer:
             t0 = time.monotonic()
             try:
                 rendered = self.backend.synthesize(
-                    text, seed=seed, language=self.language, max_seconds=longest
-                )
+                    text, seed=seed, language=self.language, max_seconds=longest,
+                    voice=job.chunk.voice,
+                )  # fmt: skip
                 seconds = len(rendered.audio) / SAMPLE_RATE
                 if rendered.stop_reason == "max_frames" or seconds > longest:
                     raise Retryable(

@@ -25,6 +25,7 @@ class Cue:
     start: float  # seconds in the finished audio
     end: float
     text: str
+    chunk: int = -1  # the index of the chunk it is part of
 
 
 def cues(
@@ -45,7 +46,7 @@ def cues(
         t, total = start / sample_rate, sum(weights)
         for sentence, weight in zip(sentences, weights, strict=True):
             span = length / sample_rate * weight / total
-            out.append(Cue(t, t + span, sentence))
+            out.append(Cue(t, t + span, sentence, chunk.index))
             t += span
     return out
 

@@ -1,5 +1,5 @@
-"""`ownvoice book INPUT -o OUTPUT`: read a long text (.txt, .md, .epub or '-' for stdin) into
-one audio file (mp3, m4b, opus, flac, wav), through a running server (--server URL) or a model
+"""`ownvoice book INPUT -o OUTPUT`: read a long text (.txt, .md, .epub, .html, .docx, .pdf or '-')
+into one audio file (mp3, m4b, opus, flac, wav), through a running server (--server URL) or a model
 loaded here (--model). Finished chunks are kept in a work folder (OUTPUT.work by default), so
 running the same command again after a crash, a Ctrl-C or a failed chunk only does what is missing.
 """
@@ -60,6 +60,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument(
         "--x-vector-only", action="store_true", help="clone from the speaker embedding only"
     )
+    v.add_argument("--cast", metavar="FILE",
+                   help="who says what: YAML with narrator, dialogue (quoted speech), chapters "
+                        "{number or title: voice} and a lexicon; see docs/audiobooks.md")  # fmt: skip
     v.add_argument("--language", default="auto", help="language name or ISO code; 'auto' guesses")
     v.add_argument("--seed", type=int, default=0, help="base seed; chunks derive theirs from it")
 
@@ -121,6 +124,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     o.add_argument("--subtitles", action="append", default=[], metavar="FILE",
                    help="also write subtitles, a cue per sentence: .srt or .vtt; repeatable")  # fmt: skip
+    o.add_argument("--epub-overlay", metavar="OUT.epub",
+                   help="also write a read-along EPUB 3: the text, highlighted sentence by "
+                        "sentence as its audio plays (Media Overlays)")  # fmt: skip
     o.add_argument("--title", help="title tag (default: from the book)")
     o.add_argument("--author", help="author tag (default: from the book)")
     o.add_argument("--cover", help="cover image, .jpg or .png (default: the EPUB's)")
@@ -182,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
 def book_options(args: argparse.Namespace):
     """The BookOptions the flags ask for; flags not given keep the options' defaults."""
     from ownvoice.audiobook import BookOptions, Pauses
+    from ownvoice.audiobook.cast import NO_CAST, load_cast
     from ownvoice.audiobook.document import ReadOptions
     from ownvoice.audiobook.lexicon import EMPTY, load_lexicon
 
@@ -190,6 +197,7 @@ def book_options(args: argparse.Namespace):
         chunk_chars=args.chunk_chars,
         reading=ReadOptions(notes=args.notes, tables=args.tables, figures=args.figures),
         lexicon=load_lexicon(args.lexicon) if args.lexicon else EMPTY,
+        cast=load_cast(args.cast) if args.cast else NO_CAST,
         seed=args.seed,
         jobs=args.jobs,
         retries=args.retries,
@@ -210,6 +218,7 @@ def book_options(args: argparse.Namespace):
         author=args.author,
         cover=args.cover,
         subtitles=tuple(args.subtitles),
+        epub_overlay=args.epub_overlay,
     )
 
 

@@ -55,6 +55,8 @@ class Scheduler:
         self._active: list[Generation] = []  # generations with a row in the batch
         self._parked: list[Generation] = []  # started, waiting for their next piece's text
         self._deferred = False  # the last step left its audio for later (see _step)
+        self.steps = 0  # engine steps run, and the rows they advanced (how full the batch was)
+        self.row_steps = 0
         self._closing = False
         self._thread = threading.Thread(
             target=self._run, name=f"ownvoice-engine-{name}", daemon=True
@@ -215,6 +217,8 @@ class Scheduler:
         if self.metrics:
             self.metrics.batch_rows.labels(self.name).observe(len(engine.running))
             self.metrics.occupancy.labels(self.name).set(len(engine.running))
+        self.steps += 1
+        self.row_steps += len(engine.running)
         try:
             chunks = engine.step()
         except BaseException as e:  # a failed step fails every row in it, never the thread

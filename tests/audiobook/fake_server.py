@@ -49,6 +49,7 @@ class FakeSpeechServer:
         self.delay_s = delay_s  # every answer takes at least this long
         self.stall_s = stall_s  # how long a "stall" hangs before answering
         self.gain_db = gain_db or (lambda text: 0.0)
+        self.voice_gain_db: dict[str, float] = {}  # a voice's level on top of the text's
         self.spike = lambda text: False  # which texts get a click near full scale
         self.scripts: dict[str, list[str]] = {}
         self.counts: Counter[str] = Counter()  # input text -> requests
@@ -151,7 +152,8 @@ class FakeSpeechServer:
                 if action == "stall":
                     time.sleep(server.stall_s)
                 stretch = {"runaway": 20.0, "short": 0.05}.get(action, 1.0)
-                audio = speech(text, server.gain_db(text), stretch, server.spike(text))
+                gain = server.gain_db(text) + server.voice_gain_db.get(body.get("voice"), 0.0)
+                audio = speech(text, gain, stretch, server.spike(text))
                 pcm = (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
                 self._send(200, pcm, "audio/pcm")
                 with server._lock:

@@ -4,8 +4,6 @@ server is actually asked to say."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 
 import pytest
@@ -15,6 +13,7 @@ from ownvoice.audiobook.reader import read_book
 from ownvoice.audiobook.xhtml import parse_xhtml
 from ownvoice.cli import main
 from tests.audiobook import epub_builder as eb
+from tests.audiobook.conftest import need
 
 MARKDOWN = """---
 title: A Small Book
@@ -55,15 +54,6 @@ BODY = [
 ]
 NOTES = ["A footnote that a narrator might skip or read at the end.", "Dawn was at six."]
 TITLE_PAGE = ["A Small Book", "Test Writer"]  # pandoc's EPUB title page; Markdown has none
-
-
-def need(tool: str) -> str:
-    path = shutil.which(tool)
-    if path is None:
-        if os.environ.get("OWNVOICE_REQUIRE_DEPLOY_TOOLS") == "1":
-            pytest.fail(f"{tool} is not installed (OWNVOICE_REQUIRE_DEPLOY_TOOLS=1)")
-        pytest.skip(f"{tool} is not installed")
-    return path
 
 
 @pytest.fixture(scope="module")

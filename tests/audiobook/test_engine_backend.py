@@ -22,6 +22,7 @@ class FakeEngine:
     step after it joined."""
 
     model_type = "custom_voice"
+    supported_speakers = ["ryan", "serena"]
 
     def __init__(self, runaway=(), truncate=(), max_batch=4):
         self.runaway, self.truncate = set(runaway), set(truncate)
@@ -38,7 +39,7 @@ class FakeEngine:
         with self._lock:
             self.calls.append((text, voice, options))
             first = sum(t == text for t, _, _ in self.calls) == 1
-        if voice not in ("ryan", None):
+        if voice not in ("ryan", "serena", None):
             raise VoiceNotFound(f"speaker {voice!r} not found; available: ryan")
         if first and any(w in text for w in self.runaway):  # never ends: hits the frame cap
             audio, stop = np.full(options.max_frames * 1920, 0.1, np.float32), "max_frames"
@@ -107,6 +108,14 @@ def test_in_process_render_caps_frames_retries_runaways_and_batches(story, tmp_p
         assert opts.max_frames == math.ceil(longest * 12.5) + 1  # a runaway costs bounded time
     bravo_seeds = [o.seed for t, _, o in engine.calls if "Bravo" in t]
     assert len(bravo_seeds) == 2 and bravo_seeds[0] != bravo_seeds[1]
+    # the report says how full the batch was, from the scheduler's own step counts
+    steps = backend.scheduler.steps
+    assert report.batch_size == 4 and steps > 0
+    assert report.batch_rows == pytest.approx(backend.scheduler.row_steps / steps)
+    assert 1 < report.batch_rows <= 4
+    assert f"batch       {report.batch_rows:.1f} rows per step on average, of 4" in report.text()
+    assert report.speed == pytest.approx(report.new_audio_seconds / report.synth_seconds)
+    assert f"{report.speed:.2f} audio minutes per minute" in report.text()
 
 
 def _limits(text, options):

@@ -180,3 +180,30 @@ def test_progress_line_has_counts_eta_and_retries():
     last = stream.getvalue().strip().splitlines()[-1]
     assert "2/4 chunks" in last and " 50%" in last and "ETA " in last
     assert "1 retries" in last and "1 failed" in last
+
+
+def test_how_full_the_servers_batch_was_comes_from_its_metrics():
+    """ServerBackend.batch_steps reads the server's tts_batch_rows histogram for its model."""
+    import httpx
+
+    metrics = iter([5, 25])  # steps before and after
+
+    def answer(request):
+        if request.url.path == "/metrics":
+            n = next(metrics)
+            text = (f'tts_batch_rows_count{{model="other"}} 100.0\n'
+                    f'tts_batch_rows_sum{{model="other"}} 100.0\n'
+                    f'tts_batch_rows_count{{model="tts-1"}} {n}.0\n'
+                    f'tts_batch_rows_sum{{model="tts-1"}} {3 * n}.0\n')  # fmt: skip
+            return httpx.Response(200, text=text)
+        return httpx.Response(404)
+
+    backend = ServerBackend("http://x", voice="ryan", model="tts-1",
+                            transport=httpx.MockTransport(answer))  # fmt: skip
+    before = backend.batch_steps()
+    after = backend.batch_steps()
+    assert (before.steps, before.rows) == (5, 15)
+    assert after.since(before).mean_rows == pytest.approx(3.0)  # 60 rows in 20 steps
+    silent = ServerBackend("http://x", voice="ryan",
+                           transport=httpx.MockTransport(lambda r: httpx.Response(404)))  # fmt: skip
+    assert silent.batch_steps() is None  # a server without metrics: no figure, no error
