@@ -8,8 +8,11 @@ A PDF has lines on pages, not paragraphs, so the reader puts them back together:
   keeps its hyphen);
 - a paragraph ends at a line clearly shorter than the book's usual line (its last line, or a
   heading on a line of its own);
-- chapters start at the pages of the document outline (bookmarks) when it has one, else the
-  text is one chapter.
+- chapters start at the pages of the document outline (bookmarks) when it has one, else at
+  headings: lines set larger than the body text (the size most of the characters have), ranked
+  by size; chapters start at the largest size that more than one line has (document.
+  chapter_level), and every heading is a paragraph of its own. Without either, the text is one
+  chapter.
 
 A PDF without a text layer (a scan), an encrypted one or a corrupt one gets a one-line error.
 Knows nothing about audio.
@@ -17,14 +20,17 @@ Knows nothing about audio.
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from collections import Counter
 
-from ownvoice.audiobook.document import Book, Chapter, merge_title_only_chapters
+from ownvoice.audiobook.document import Book, Chapter, chapter_level, merge_title_only_chapters
 from ownvoice.errors import InvalidInput
 
 EDGE_LINES = 2  # lines at the top and at the bottom of a page where running heads and feet live
+HEADING_SCALE = 1.15  # a line this much larger than the body text is a heading...
+HEADING_CHARS = 100  # ...if it is no longer than this
 _PAGE_NUMBER = re.compile(
     r"^[\W_]*(?:page\s*)?(?:\d{1,4}|[ivxlcdm]{1,7})(?:\s*(?:of|/)\s*\d{1,4})?[\W_]*$", re.I
 )
@@ -38,7 +44,7 @@ def read_pdf(path: str) -> Book:
         reader = PdfReader(path)
         if reader.is_encrypted and not reader.decrypt(""):
             raise InvalidInput(f"{path}: the PDF is encrypted; save an unprotected copy first")
-        pages = [_lines(page.extract_text() or "") for page in reader.pages]
+        pages = [_lines(page) for page in reader.pages]
         marks = _outline(reader)
         meta = reader.metadata or {}
     except InvalidInput:
@@ -50,13 +56,19 @@ def read_pdf(path: str) -> Book:
             f"{path}: the PDF has no text layer (a scan?); run OCR first, e.g. ocrmypdf"
         )
     pages = _without_running_lines(pages)
-    starts = sorted({page for _, page in marks} | {0})
-    titles = {page: title for title, page in reversed(marks)}  # the first entry of a page
-    usual = statistics.median(len(line) for page in pages for line in page) if any(pages) else 0
-    chapters = []
-    for start, end in zip(starts, [*starts[1:], len(pages)], strict=True):
-        lines = [line for page in pages[start:end] for line in page]
-        chapters.append(Chapter(titles.get(start), tuple(_paragraphs(lines, usual))))
+    levels = _heading_levels([line for page in pages for line in page])
+    usual = statistics.median(len(text) for page in pages for text, _ in page)
+    if marks:
+        starts = sorted({page for _, page in marks} | {0})
+        titles = {page: title for title, page in reversed(marks)}  # the first entry of a page
+        parts = [
+            (titles.get(start), [line for page in pages[start:end] for line in page])
+            for start, end in zip(starts, [*starts[1:], len(pages)], strict=True)
+        ]
+    else:
+        parts = _by_headings([line for page in pages for line in page], levels)
+    chapters = [Chapter(title, tuple(_paragraphs(lines, usual, levels)))
+                for title, lines in parts]  # fmt: skip
     return Book(
         title=_meta(meta, "/Title"),
         author=_meta(meta, "/Author"),
@@ -64,8 +76,63 @@ def read_pdf(path: str) -> Book:
     )
 
 
-def _lines(text: str) -> list[str]:
-    return [" ".join(line.split()) for line in text.splitlines() if line.strip()]
+Line = tuple[str, float]  # text, font size in points (as set on the page)
+
+
+def _lines(page) -> list[Line]:
+    """The page's text lines with the largest font size of each."""
+    runs: list[Line] = []
+
+    def visit(text, cm, tm, font, size):
+        # the size on the page: the font size scaled by the text and page matrices
+        scale = math.hypot(tm[2], tm[3]) * math.hypot(cm[2], cm[3])
+        runs.append((text, float(size) * (scale or 1.0)))
+
+    page.extract_text(visitor_text=visit)
+    lines: list[Line] = []
+    text, size = "", 0.0
+    for run, points in runs:
+        pieces = run.split("\n")
+        for i, piece in enumerate(pieces):
+            text += piece
+            if piece.strip():
+                size = max(size, points)
+            if i < len(pieces) - 1:
+                if text.strip():
+                    lines.append((" ".join(text.split()), size))
+                text, size = "", 0.0
+    if text.strip():
+        lines.append((" ".join(text.split()), size))
+    return lines
+
+
+def _heading_levels(lines: list[Line]) -> dict[float, int]:
+    """Font size -> heading level (1 = largest) for the sizes clearly above the body's."""
+    by_size = Counter()
+    for text, size in lines:
+        by_size[round(size, 1)] += len(text)
+    if not by_size:
+        return {}
+    body = by_size.most_common(1)[0][0]
+    sizes = sorted({round(size, 1) for text, size in lines
+                    if size >= HEADING_SCALE * body and len(text) <= HEADING_CHARS}, reverse=True)  # fmt: skip
+    return {size: level for level, size in enumerate(sizes, 1)}
+
+
+def _level(line: Line, levels: dict[float, int]) -> int | None:
+    text, size = line
+    return levels.get(round(size, 1)) if len(text) <= HEADING_CHARS else None
+
+
+def _by_headings(lines: list[Line], levels: dict[float, int]):
+    """[(title, lines)]: the text cut before each heading of the chapter level."""
+    level = chapter_level([n for n in (_level(line, levels) for line in lines) if n is not None])
+    parts: list[tuple[str | None, list[Line]]] = [(None, [])]
+    for line in lines:
+        if level is not None and _level(line, levels) == level:
+            parts.append((line[0], []))
+        parts[-1][1].append(line)
+    return [part for part in parts if part[1]]
 
 
 def _outline(reader) -> list[tuple[str, int]]:
@@ -83,9 +150,9 @@ def _outline(reader) -> list[tuple[str, int]]:
     return [(title, page) for title, page in out if page is not None and page >= 0]
 
 
-def _without_running_lines(pages: list[list[str]]) -> list[list[str]]:
-    def key(line: str) -> str:
-        return re.sub(r"\d+", "#", line.lower())
+def _without_running_lines(pages: list[list[Line]]) -> list[list[Line]]:
+    def key(line: Line) -> str:
+        return re.sub(r"\d+", "#", line[0].lower())
 
     edges = Counter()
     for lines in pages:
@@ -96,29 +163,29 @@ def _without_running_lines(pages: list[list[str]]) -> list[list[str]]:
         kept = []
         for i, line in enumerate(lines):
             at_edge = i < EDGE_LINES or i >= len(lines) - EDGE_LINES
-            if at_edge and (key(line) in running or _PAGE_NUMBER.match(line)):
+            if at_edge and (key(line) in running or _PAGE_NUMBER.match(line[0])):
                 continue
             kept.append(line)
         out.append(kept)
     return out
 
 
-def _paragraphs(lines: list[str], usual: float) -> list[str]:
-    """`usual`: the book's median line length (a chapter may be too short to tell)."""
+def _paragraphs(lines: list[Line], usual: float, levels: dict[float, int]) -> list[str]:
+    """`usual`: the book's median line length (a chapter may be too short to tell). A paragraph
+    ends at a line clearly shorter than that, and around a heading."""
     paragraphs, current = [], ""
     for line in lines:
-        if (
-            current.endswith("-")
-            and len(current) > 1
-            and current[-2].isalpha()
-            and line[:1].islower()
-        ):
-            current = current[:-1] + line  # a word hyphenated across lines
-        elif current.endswith("-") and len(current) > 1 and current[-2].isalpha():
-            current += line  # "well-" + "Known": a hyphen that belongs to the word
+        text = line[0]
+        heading = _level(line, levels) is not None
+        if heading and current:
+            paragraphs.append(current)
+            current = ""
+        if current.endswith("-") and len(current) > 1 and current[-2].isalpha():
+            # a word hyphenated across lines, or "well-" + "Known": a hyphen of the word
+            current = current[:-1] + text if text[:1].islower() else current + text
         else:
-            current = f"{current} {line}" if current else line
-        if len(line) < 0.7 * usual:
+            current = f"{current} {text}" if current else text
+        if heading or len(text) < 0.7 * usual:
             paragraphs.append(current)
             current = ""
     if current:

@@ -10,8 +10,9 @@ def _escape(text: str) -> str:
 
 
 def write_pdf(path: Path, pages: list[list[str]], outline: list[tuple[str, int]] = ()) -> Path:
-    """`pages`: each a list of lines, top to bottom ("" = a blank line); `outline`: (title,
-    0-based page) entries. Lines are 14 pt apart from the top margin down."""
+    """`pages`: each a list of lines, top to bottom ("" = a blank line; a (text, points) pair
+    sets a line in a size of its own, e.g. a heading); `outline`: (title, 0-based page)
+    entries. Lines are 14 pt apart (or their size + 6) from the top margin down."""
     objects: list[bytes] = []
 
     def add(body: str | bytes) -> int:
@@ -25,7 +26,11 @@ def write_pdf(path: Path, pages: list[list[str]], outline: list[tuple[str, int]]
     for lines in pages:
         ops = ["BT", "/F1 11 Tf", "72 770 Td", "14 TL"]
         for line in lines:
-            ops.append(f"({_escape(line)}) Tj T*" if line else "T*")
+            if isinstance(line, tuple):
+                text, size = line
+                ops.append(f"/F1 {size} Tf {size + 6} TL ({_escape(text)}) Tj T* /F1 11 Tf 14 TL")
+            else:
+                ops.append(f"({_escape(line)}) Tj T*" if line else "T*")
         ops.append("ET")
         stream = "\n".join(ops).encode("latin-1")
         content = add(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")

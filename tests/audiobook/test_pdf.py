@@ -52,9 +52,43 @@ def test_running_lines_go_hyphens_join_and_the_outline_makes_chapters(tmp_path):
     assert HEAD not in said and "- 1 -" not in said and "Page 4" not in said
 
 
-def test_without_an_outline_the_text_is_one_chapter(tmp_path):
+def test_without_an_outline_or_headings_the_text_is_one_chapter(tmp_path):
     book = read_book(str(write_pdf(tmp_path / "b.pdf", book_pages())))
     assert len(book.chapters) == 1 and book.chapters[0].paragraphs[0] == "Chapter One"
+
+
+SECTION = "A Section on the Inn at the End of the Long Street"  # as long as a line of text
+
+
+def test_without_an_outline_chapters_come_from_headings_set_larger(tmp_path):
+    """A title in 28 pt, chapters in 18 pt, section headings in 14 pt, body text in 11, an
+    imprint in 8."""
+    pages = [
+        [HEAD, ("Tales of the Harbour", 28), "1"],
+        [HEAD, ("Chapter One", 18), *BODY[:4], (SECTION, 14), *BODY[4:6], "2"],
+        [HEAD, *BODY[6:], "3"],
+        [
+            HEAD,
+            ("Chapter Two", 18),
+            "The second chapter is short.",
+            ("Another Section", 14),
+            "Two sections.",
+            ("Printed in the harbour town.", 8),
+            "4",
+        ],
+    ]
+    book = read_book(str(write_pdf(tmp_path / "b.pdf", pages)))
+    # the title page is read with the first chapter (a one-line chapter is folded into the next)
+    assert [c.title for c in book.chapters] == ["Chapter One", "Chapter Two"]
+    one, two = (c.paragraphs for c in book.chapters)
+    assert one[:3] == ("Tales of the Harbour", "Chapter One", one[2])
+    assert one[2].endswith("the narrator tells begins right there.")
+    # a heading is a paragraph of its own even after a long line
+    assert one[3:] == (SECTION, "Then from the inn at the end of the street there came a "
+                       "well-Known song, and everybody who heard it stopped for a moment to "
+                       "listen to the old tune.")  # fmt: skip
+    assert two == ("Chapter Two", "The second chapter is short.", "Another Section",
+                   "Two sections.", "Printed in the harbour town.")  # fmt: skip
 
 
 def test_a_scan_an_encrypted_and_a_corrupt_pdf_get_one_line_each(tmp_path):
