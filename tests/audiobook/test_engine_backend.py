@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 import time
@@ -11,6 +12,7 @@ import pytest
 import torch
 
 from ownvoice.audiobook import BookOptions, EngineBackend, render_book
+from ownvoice.audiobook.cast import parse_cast
 from ownvoice.errors import VoiceNotFound
 from tests.audiobook.conftest import STORY_CHUNK_CHARS, STORY_CHUNKS
 from tests.audiobook.fake_server import SR, speech
@@ -178,3 +180,17 @@ def test_real_tiny_engine_through_the_cli_wiring(tiny_checkpoints, tmp_path):
         assert report.rendered == 1 and report.audio_seconds > 0
     else:
         assert report.failures[0]["error"].startswith("runaway")
+
+    # a cast's voices reach the real engine as its speakers (names matched ignoring case)
+    said, start = [], engine.start
+
+    def spy(text, voice=None, **kw):
+        said.append((text, voice))
+        return start(text, voice=voice, **kw)
+
+    engine.start = spy
+    text.write_text("Hi. “Yo.”")
+    cast = parse_cast({"dialogue": "Serena"})
+    render_book(str(text), str(tmp_path / "two.wav"), backend,
+                dataclasses.replace(options, cast=cast), show_progress=False)  # fmt: skip
+    assert sorted(said) == [("Hi.", "ryan"), ("“Yo.”", "serena")]
