@@ -33,7 +33,7 @@ from ownvoice.server.openapi import document
 from ownvoice.server.paths import CollapseSlashes
 from ownvoice.server.refusals import RefusalLog
 from ownvoice.server.routes import designs as design_routes
-from ownvoice.server.routes import health, models, speech, voices
+from ownvoice.server.routes import health, models, page, speech, voices
 from ownvoice.server.settings import ServerSettings, load_settings
 from ownvoice.server.streaming import SpeechResponder
 from ownvoice.service.metrics import Metrics
@@ -120,7 +120,7 @@ def create_app(
     app.add_middleware(HostGuard, policy=hosts)
     app.add_middleware(CollapseSlashes)
     app.add_middleware(RefusalLog)  # outermost: it sees every refusal, the guards' included
-    for module in (speech, voices, design_routes, models, health):
+    for module in (speech, voices, design_routes, models, health, page):
         if hasattr(module, "public"):
             app.include_router(module.public)
         app.include_router(module.router)

@@ -1,0 +1,170 @@
+// Speaking: a request streamed as raw PCM and played as it arrives, with time to first audio
+// and the real-time factor; Stop aborts the request, which frees the server's row at once; a
+// history of the results since the page was opened, to play again and download.
+
+import { api, describe } from "./api.js";
+import { RATE, StreamPlayer, audioContext, wavBlob } from "./player.js";
+
+const $ = (id) => document.getElementById(id);
+let running = null; // the AbortController of the request being played
+
+/**
+ * Stream `body` (a /v1/audio/speech request) and play it. Returns the result:
+ * {samples, peak, seconds, ttfaMs, totalMs, firstPlayMs, doneMs, seed, stopped}.
+ */
+export async function streamSpeech(body, signal) {
+  const context = await audioContext();
+  const player = new StreamPlayer(context);
+  const seed = body.seed ?? Math.floor(Math.random() * 2 ** 31);
+  const started = performance.now();
+  let firstByteMs = null;
+  let stopped = false;
+  try {
+    const response = await api("/v1/audio/speech", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ ...body, seed, response_format: "pcm" }),
+      signal,
+    });
+    const reader = response.body.getReader();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      if (firstByteMs === null) firstByteMs = performance.now();
+      player.push(value);
+    }
+  } catch (error) {
+    if (error.name !== "AbortError") throw error;
+    player.stop();
+    stopped = true;
+  }
+  const doneMs = performance.now();
+  return {
+    player, seed, stopped,
+    samples: player.samples,
+    peak: player.peak,
+    seconds: player.samples / RATE,
+    ttfaMs: player.firstPlayMs === null ? null : player.firstPlayMs - started,
+    totalMs: doneMs - started,
+    firstPlayMs: player.firstPlayMs,
+    doneMs,
+  };
+}
+
+export function speechStats(result) {
+  if (!result.samples) return result.stopped ? "Stopped before any audio." : "No audio.";
+  const rtf = result.totalMs / 1000 / result.seconds;
+  return `First audio after ${(result.ttfaMs / 1000).toFixed(2)} s · ${result.seconds.toFixed(1)} s of audio · ` +
+    `real-time factor ${rtf.toFixed(2)}${result.stopped ? " · stopped" : ""}`;
+}
+
+function requestFromForm() {
+  const body = { model: "tts-1", input: $("text").value, voice: $("voice").value };
+  const instructions = $("instructions").value.trim();
+  if (instructions) body.instructions = instructions;
+  if ($("language").value) body.language = $("language").value;
+  const speed = Number($("speed").value);
+  if (speed && speed !== 1) body.speed = speed;
+  if ($("seed").value !== "") body.seed = Number($("seed").value);
+  return body;
+}
+
+async function speak(event) {
+  event.preventDefault();
+  if (running) return;
+  $("speak-error").textContent = "";
+  $("speak-stats").textContent = "Generating…";
+  const body = requestFromForm();
+  running = new AbortController();
+  $("speak").disabled = true;
+  $("stop").disabled = false;
+  try {
+    const result = await streamSpeech(body, running.signal);
+    $("speak-stats").textContent = speechStats(result);
+    if (result.samples) addToHistory(body, result);
+  } catch (error) {
+    $("speak-stats").textContent = "";
+    $("speak-error").textContent = describe(error);
+  } finally {
+    running = null;
+    $("speak").disabled = false;
+    $("stop").disabled = true;
+  }
+}
+
+/** Stop whatever this page is playing or generating. */
+export function stopSpeaking() {
+  if (running) running.abort();
+}
+
+function addToHistory(body, result) {
+  const item = document.createElement("li");
+  item.dataset.samples = String(result.samples);
+  item.dataset.peak = String(result.peak);
+  item.dataset.firstPlayMs = String(result.firstPlayMs);
+  item.dataset.doneMs = String(result.doneMs);
+  item.dataset.seed = String(result.seed);
+  item.dataset.stopped = String(result.stopped);
+  const title = document.createElement("p");
+  const text = body.input.length > 80 ? `${body.input.slice(0, 77)}…` : body.input;
+  title.textContent = `${body.voice}: “${text}” (${result.seconds.toFixed(1)} s)`;
+  const audio = document.createElement("audio");
+  audio.controls = true;
+  const wav = URL.createObjectURL(wavBlob(result.player.audio()));
+  audio.src = wav;
+  audio.setAttribute("aria-label", `Play “${text}”`);
+  const buttons = document.createElement("div");
+  buttons.className = "buttons";
+  const format = $("format").value;
+  const download = document.createElement("button");
+  download.type = "button";
+  download.textContent = `Download ${format.toUpperCase()}`;
+  download.addEventListener("click", () => downloadAs(body, result, format, wav, download));
+  buttons.append(download);
+  item.append(title, audio, buttons);
+  $("history").prepend(item);
+}
+
+async function downloadAs(body, result, format, wav, button) {
+  // WAV is made here from what was played; other formats are the same request (same seed,
+  // hence the same audio) asked of the server in that format
+  let url = wav;
+  if (format !== "wav") {
+    button.disabled = true;
+    try {
+      const response = await api("/v1/audio/speech", {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ ...body, seed: result.seed, response_format: format }),
+      });
+      url = URL.createObjectURL(await response.blob());
+    } catch (error) {
+      $("speak-error").textContent = describe(error);
+      return;
+    } finally {
+      button.disabled = false;
+    }
+  }
+  const link = document.createElement("a");
+  link.href = url;
+  link.download = `ownvoice-${result.seed}.${format === "opus" ? "ogg" : format}`;
+  document.body.append(link);
+  link.click();
+  link.remove();
+}
+
+function hint() {
+  const n = $("text").value.length;
+  $("text-hint").textContent = `${n} character${n === 1 ? "" : "s"}` +
+    (n > 400 ? " · long texts are spoken sentence by sentence, starting at once" : "");
+}
+
+export function setUpSpeak() {
+  $("speak-form").addEventListener("submit", speak);
+  $("stop").addEventListener("click", stopSpeaking);
+  $("text").addEventListener("input", hint);
+  $("text").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) speak(event);
+  });
+  hint();
+}
