@@ -78,6 +78,7 @@ class VoiceProfile:
     x_vector_only: bool
     language: str | None  # as written in meta.json ("English", "Auto", "en", ...)
     created_at: str | None = None
+    consent: str | None = None  # what the uploader gave as consent ("true", or an id)
 
     @property
     def voice_id(self) -> str:
@@ -259,6 +260,7 @@ class VoiceLibrary:
                 x_vector_only=bool(meta.get("x_vector_only_mode", False)),
                 language=str(language) if language else None,
                 created_at=meta.get("created_at"),
+                consent=_consent(meta.get("consent")),
             )
         except (OSError, ValueError) as e:  # json.JSONDecodeError is a ValueError
             if (folder, stamp) not in self._warned:
@@ -402,6 +404,13 @@ class VoiceLibrary:
             while len(self._prompts) > self._prompt_cache_size:
                 self._prompts.popitem(last=False)
         return prompt
+
+
+def _consent(record) -> str | None:
+    """The consent a profile was added with: a record's value ({"value": ...}) or a string."""
+    if isinstance(record, dict):
+        record = record.get("value")
+    return str(record) if isinstance(record, str | int | bool) and str(record) else None
 
 
 def _running(pid: int) -> bool:

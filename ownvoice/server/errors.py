@@ -103,7 +103,7 @@ def error_response(exc: Exception) -> JSONResponse:
     return JSONResponse(body, status_code=status, headers=headers)
 
 
-def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
+def validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
     errors = exc.errors()  # FastAPI raises it with at least one
     first = errors[0]
     if first["type"] == "json_invalid":
@@ -127,7 +127,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        message, param = _validation_message(exc)
+        message, param = validation_message(exc)
         return JSONResponse(error_body(message, "invalid_request_error", param), status_code=400)
 
     @app.exception_handler(StarletteHTTPException)

@@ -4,7 +4,8 @@ FastAPI's document is built from the wire types, which cannot know what a config
 the loaded models allow. On top of it: the text length limit (limits.max_input_chars), the
 voices that exist now (an enum: a name that is not listed is refused with 400), the languages
 (names and codes), the rules that tie fields together (the `design` voice needs instructions;
-ICL cloning needs the transcript), and no security scheme when no API key is set. The voices
+ICL cloning needs the transcript; a task_type names voices of its kind), and no security
+scheme when no API key is set. The voices
 change while the server runs, so the document is made again on each request for it (a few
 milliseconds; clients read it rarely).
 """
@@ -33,7 +34,7 @@ def document(app: FastAPI, settings) -> dict:
         )
         props["language"]["anyOf"] = [languages, {"type": "null"}]
     schemas["DesignRequest"]["properties"]["language"]["anyOf"] = [languages, {"type": "null"}]
-    _voices(schemas, [v["id"] for v in app.state.voicemap.list()])
+    _voices(schemas, app.state.voicemap.list())
     # one-shot ICL cloning needs the clip's transcript; x-vector mode does not
     schemas["VoiceCloneRequest"]["if"] = {
         "not": {
@@ -50,15 +51,57 @@ def document(app: FastAPI, settings) -> dict:
     return doc
 
 
-def _voices(schemas: dict, voices: list[str]) -> None:
+def _voices(schemas: dict, entries: list[dict]) -> None:
+    """The voices that exist, and which of them each task_type (vLLM-Omni) may name."""
+    voices = [v["id"] for v in entries]
     speech = schemas["SpeechRequest"]
     for branch in speech["properties"]["voice"]["anyOf"]:
         if branch.get("type") == "string":
             branch["enum"] = voices
     schemas["VoiceRef"]["properties"]["id"]["enum"] = voices
+    kinds = {
+        "CustomVoice": [v["id"] for v in entries if v["kind"] in ("preset", "alias")],
+        "VoiceDesign": [v["id"] for v in entries if v["kind"] == "design"],
+        "Base": [v["id"] for v in entries if v["kind"] == "clone"],
+    }
+    tasks = [task for task, ids in kinds.items() if ids]  # a task no voice can serve is out
+    for branch in speech["properties"]["task_type"]["anyOf"]:
+        if "enum" in branch:
+            branch["enum"] = tasks
+    rules = [
+        # a voice is needed, unless the task is VoiceDesign (the `design` voice)
+        {"if": {"not": _task("VoiceDesign")},
+         "then": {"required": ["voice"], "properties": {"voice": _one_of(voices)}}},
+        *({"if": _task(task), "then": {"properties": {"voice": _one_of(kinds[task])}}}
+          for task in tasks),
+    ]  # fmt: skip
     if "design" in voices:  # the bare design voice speaks the description in the request
-        speech["if"] = {"properties": {"voice": {"const": "design"}}, "required": ["voice"]}
-        speech["then"] = {"anyOf": [_required_text("instructions"), _required_text("instruct")]}
+        design = {"anyOf": [{"const": "design"},
+                            {"type": "object", "required": ["id"],
+                             "properties": {"id": {"const": "design"}}}]}  # fmt: skip
+        named = {"properties": {"voice": design}, "required": ["voice"]}
+        unnamed = {**_task("VoiceDesign"), "not": {"required": ["voice"]}}
+        rules.append(
+            {
+                "if": {"anyOf": [named, unnamed]},
+                "then": {"anyOf": [_required_text("instructions"), _required_text("instruct")]},
+            }
+        )
+    speech["allOf"] = rules
+
+
+def _task(task: str) -> dict:
+    return {"required": ["task_type"], "properties": {"task_type": {"const": task}}}
+
+
+def _one_of(ids: list[str]) -> dict:
+    """A voice (by name or as {"id": ...}) among `ids`."""
+    return {
+        "anyOf": [
+            {"type": "string", "enum": ids},
+            {"type": "object", "required": ["id"], "properties": {"id": {"enum": ids}}},
+        ]
+    }
 
 
 def _required_text(field: str) -> dict:

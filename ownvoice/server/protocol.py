@@ -8,9 +8,10 @@ debug level. pydantic lives here and in the routes, nowhere else.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
 from ownvoice.service.planning import SpeechInput
 from ownvoice.voices import NAME_PATTERN
@@ -70,6 +71,11 @@ class _SpeechOptions(OpenAIBaseModel):
     """Cap on codec frames per text piece (12.5 per second of audio)."""
     x_vector_only_mode: bool | None = None
     """Clone from the speaker embedding only (true) or with the reference transcript (ICL)."""
+    non_streaming_mode: bool | None = None
+    """vLLM-Omni: the whole text in the prompt (true) or one text token per frame (false);
+    default: non-streaming for presets and designed voices, streaming for clones."""
+    initial_codec_chunk_frames: integer(ge=1, le=256) | None = None
+    """vLLM-Omni: frames in the first streamed chunk (default 1)."""
 
     def _input(self, **fields) -> SpeechInput:
         return SpeechInput(
@@ -83,6 +89,10 @@ class _SpeechOptions(OpenAIBaseModel):
             top_p=self.top_p,
             max_frames=self.max_frames,
             x_vector_only_mode=self.x_vector_only_mode,
+            text_mode=None
+            if self.non_streaming_mode is None
+            else ("non-streaming" if self.non_streaming_mode else "streaming"),
+            first_chunk_frames=self.initial_codec_chunk_frames,
             **fields,
         )
 
@@ -94,15 +104,27 @@ class SpeechRequest(_SpeechOptions):
     """tts-1, tts-1-hd, gpt-4o-mini-tts (any voice), or a configured model name."""
     input: str
     """The text; at most limits.max_input_chars (4096) characters."""
-    voice: str | VoiceRef
-    """OpenAI voice name, preset speaker, `clone:<name>`, `design`, or {"id": ...}."""
+    voice: str | VoiceRef | None = None
+    """OpenAI voice name, preset speaker, `clone:<name>`, `design`, or {"id": ...}; needed
+    unless `ref_audio` is given or `task_type` is VoiceDesign."""
     instructions: str | None = Field(None, max_length=4096)
     """Style for CustomVoice models that support it; the voice description for VoiceDesign."""
     # seed-server spelling of `instructions`
     instruct: str | None = Field(None, max_length=4096)
+    # vLLM-Omni's Qwen3-TTS fields
+    task_type: Literal["CustomVoice", "VoiceDesign", "Base"] | None = None
+    """Which kind of model must speak: presets, a described voice, or a clone."""
+    # a clip to clone (Base), as base64 or a `data:` URL (URLs and paths are never fetched),
+    # and its transcript: accepted, documented in docs/clients.md, and left out of the OpenAPI
+    # document, which cannot say that the clip must decode as 3-30 s of speech (as for
+    # /v1/audio/voice-clone, whose document says the same fields)
+    ref_audio: SkipJsonSchema[str | None] = None
+    ref_text: SkipJsonSchema[str | None] = None
 
     @property
     def voice_name(self) -> str:
+        if self.voice is None:
+            return ""
         return self.voice.id if isinstance(self.voice, VoiceRef) else self.voice
 
     @property
@@ -111,8 +133,9 @@ class SpeechRequest(_SpeechOptions):
 
     def to_input(self) -> SpeechInput:
         return self._input(
-            input=self.input, voice=self.voice_name, model=self.model, instructions=self.style
-        )
+            input=self.input, voice=self.voice_name, model=self.model, instructions=self.style,
+            task_type=self.task_type, ref_audio=self.ref_audio, ref_text=self.ref_text,
+        )  # fmt: skip
 
 
 class VoiceCloneRequest(_SpeechOptions):
@@ -126,6 +149,30 @@ class VoiceCloneRequest(_SpeechOptions):
 
     def to_input(self) -> SpeechInput:
         return self._input(input=self.input, ref_audio=self.ref_audio, ref_text=self.ref_text)
+
+
+class SpeechBatchRequest(OpenAIBaseModel):
+    """POST /v1/audio/speech/batch: 1-32 speech requests; any other top-level field of a speech
+    request is every item's default."""
+
+    items: list[dict[str, Any]] = Field(min_length=1, max_length=32)
+
+
+class SpeechBatchResult(BaseModel):
+    index: int
+    status: Literal["succeeded", "failed"]
+    response_format: str | None = None
+    audio: str | None = None  # base64 of the file
+    duration: float | None = None  # seconds
+    error: ErrorInfo | None = None
+
+
+class SpeechBatchResponse(BaseModel):
+    object: Literal["audio.speech.batch"] = "audio.speech.batch"
+    total: int
+    succeeded: int
+    failed: int
+    results: list[SpeechBatchResult]
 
 
 class ErrorInfo(BaseModel):
@@ -167,9 +214,21 @@ class VoiceEntry(BaseModel):
     language: str | None = None
 
 
+class UploadedVoice(BaseModel):
+    """A library voice as vLLM-Omni lists its uploaded voices."""
+
+    name: str
+    consent: str | None = None
+    created_at: int
+    file_size: int
+    mime_type: str
+    ref_text: str | None = None
+
+
 class VoiceListResponse(BaseModel):
     voices: list[VoiceEntry]
     languages: list[str] = []
+    uploaded_voices: list[UploadedVoice] = []  # vLLM-Omni's clients read this key
 
 
 class DesignRequest(BaseModel):

@@ -59,6 +59,16 @@ class Admission:
         self.running = 0
         self._avg_seconds = 2.0  # moving average of generation time, for Retry-After
 
+    def try_admit(self) -> Slot | None:
+        """A place if one is free now, else None (not counted as a refusal): for a batch of
+        requests that waits for its own items' places."""
+        with self.lock:
+            if self.admitted >= self.capacity:
+                return None
+            self.admitted += 1
+            self.update_gauges()
+            return Slot(self)
+
     def admit(self) -> Slot:
         with self.lock:
             if self.admitted >= self.capacity:

@@ -28,6 +28,7 @@ from ownvoice.errors import InvalidInput, PayloadTooLarge
 from ownvoice.languages import KNOWN as KNOWN_LANGS
 from ownvoice.languages import check_language, model_language
 from ownvoice.service.generation import PENDING
+from ownvoice.service.tasks import check_reference_source, check_role, resolve_task
 from ownvoice.service.textfeed import TextFeed
 from ownvoice.service.voices import VoiceChoice
 from ownvoice.voices import check_voice_fields
@@ -68,6 +69,9 @@ class SpeechInput:
     # one-shot cloning (no library voice): base64 clip and its transcript
     ref_audio: str | None = None
     ref_text: str | None = None
+    task_type: str | None = None  # "CustomVoice" | "VoiceDesign" | "Base" (vLLM-Omni)
+    text_mode: str | None = None  # "streaming" | "non-streaming"; None = the model type's
+    first_chunk_frames: int | None = None  # frames in the first streamed chunk; None = 1
 
 
 def frame_cap(text: str) -> int:
@@ -128,8 +132,12 @@ class SpeechPlanner:
     def plan(self, req: SpeechInput, streamed: bool = False) -> SpeechPlan:
         """With `streamed`, `req.input` is ignored: the text is pushed to the plan's pieces (a
         TextFeed) as it arrives."""
+        req = resolve_task(req)
+        if req.ref_audio is not None:
+            return self.plan_clone(req)
         text = "" if streamed else self._check_input(req.input)
         choice = self.voicemap.choose(req.model, req.voice)
+        check_role(req.task_type, choice.role, req.voice)
         style = req.instructions
         instruct = style.strip() if style and style.strip() else None
         design = choice.design
@@ -185,6 +193,7 @@ class SpeechPlanner:
     def plan_clone(self, req: SpeechInput) -> SpeechPlan:
         text = self._check_input(req.input)
         worker = self.pool.for_role("clone", param="ref_audio")
+        check_reference_source(req.ref_audio or "")
         reference = self._decode_base64(req.ref_audio or "")
         ref_text, _ = check_voice_fields(req.ref_text, None)  # the rules of a voice upload
         x_vector_only = bool(req.x_vector_only_mode)
@@ -248,8 +257,9 @@ class SpeechPlanner:
             seed=req.seed,
             # the first chunk is one frame: a request joining a busy batch is heard after one
             # step; the rest come in chunks of optimization.streaming.emit_every_frames
-            first_chunk_frames=1,
+            first_chunk_frames=req.first_chunk_frames or 1,
             chunk_frames=self.config.chunk_frames,
+            text_mode=req.text_mode,
         )
         options.validate()
         return options

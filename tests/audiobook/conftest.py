@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-
 import pytest
 
 from tests.audiobook.fake_server import FakeSpeechServer
@@ -83,14 +80,3 @@ def story(tmp_path):
 def server():
     with FakeSpeechServer() as s:
         yield s
-
-
-def need(tool: str) -> str:
-    """The path of a Debian tool some tests drive (pandoc, epubcheck, java): they skip without
-    it here, and fail in CI (OWNVOICE_REQUIRE_DEPLOY_TOOLS=1), which installs it."""
-    path = shutil.which(tool)
-    if path is None:
-        if os.environ.get("OWNVOICE_REQUIRE_DEPLOY_TOOLS") == "1":
-            pytest.fail(f"{tool} is not installed (OWNVOICE_REQUIRE_DEPLOY_TOOLS=1)")
-        pytest.skip(f"{tool} is not installed")
-    return path

@@ -13,7 +13,7 @@ from ownvoice.audiobook.reader import read_book
 from ownvoice.audiobook.xhtml import parse_xhtml
 from ownvoice.cli import main
 from tests.audiobook import epub_builder as eb
-from tests.audiobook.conftest import need
+from tests.tools import need
 
 MARKDOWN = """---
 title: A Small Book

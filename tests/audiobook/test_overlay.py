@@ -17,8 +17,8 @@ import webvtt
 from ownvoice.audiobook import BookOptions, ServerBackend, render_book
 from ownvoice.audiobook.cast import load_cast
 from ownvoice.audiobook.lexicon import parse_lexicon
-from tests.audiobook.conftest import need
 from tests.audiobook.test_cast import BOOK, CAST
+from tests.tools import need
 
 SMIL = "{http://www.w3.org/ns/SMIL}"
 XHTML = "{http://www.w3.org/1999/xhtml}"

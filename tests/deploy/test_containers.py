@@ -10,28 +10,19 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.tools import need
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
 COMPOSE = {p.stem.split(".")[1]: p for p in sorted(DOCKER.glob("compose.*.yaml"))}
 DOCKERFILES = {p.suffix[1:]: p for p in sorted(DOCKER.glob("Dockerfile.*"))}
 GPU_ENV = {"VIDEO_GID": "44", "RENDER_GID": "992"}
-
-
-def _tool(name: str) -> str:
-    found = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
-    if found is None:
-        if os.environ.get("OWNVOICE_REQUIRE_DEPLOY_TOOLS") == "1":
-            pytest.fail(f"{name} is not installed (OWNVOICE_REQUIRE_DEPLOY_TOOLS=1)")
-        pytest.skip(f"{name} is not installed")
-    return found
 
 
 def _service(platform: str) -> dict:
@@ -190,7 +181,7 @@ def test_dockerignore_lets_in_only_what_the_images_copy():
 
 @pytest.mark.parametrize("platform", ["cuda", "rocm", "cpu"])
 def test_hadolint(platform):
-    hadolint = _tool("hadolint")
+    hadolint = need("hadolint")
     out = subprocess.run(
         [hadolint, "--no-color", str(DOCKERFILES[platform])], capture_output=True, text=True
     )
@@ -203,7 +194,7 @@ def test_hadolint(platform):
 def _compose_config(
     platform: str, env: dict[str, str], *extra: Path
 ) -> subprocess.CompletedProcess:
-    compose = _tool("docker-compose")
+    compose = need("docker-compose")
     clean = {
         k: v
         for k, v in os.environ.items()

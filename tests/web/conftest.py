@@ -6,7 +6,6 @@ a temporary folder)."""
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -14,18 +13,10 @@ import pytest
 import soundfile as sf
 
 from tests.server.helpers import make_settings, serve, speech_clip
+from tests.tools import need
 
 MIC_RATE = 48000
 MIC_SECONDS = 8.0
-
-
-def need(tool: str) -> str:
-    path = shutil.which(tool)
-    if path is None:
-        if os.environ.get("OWNVOICE_REQUIRE_DEPLOY_TOOLS") == "1":
-            pytest.fail(f"{tool} is not installed (OWNVOICE_REQUIRE_DEPLOY_TOOLS=1)")
-        pytest.skip(f"{tool} is not installed")
-    return path
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,5 @@
-"""POST /v1/audio/speech (OpenAI) and POST /v1/audio/voice-clone (seed server, one-shot clone)."""
+"""POST /v1/audio/speech (OpenAI), POST /v1/audio/voice-clone (seed server, one-shot clone) and
+POST /v1/audio/speech/batch (vLLM-Omni)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,14 @@ from fastapi.responses import Response
 
 from ownvoice.encode import MEDIA_TYPES
 from ownvoice.server.auth import require_api_key
-from ownvoice.server.protocol import ERROR_RESPONSES, SpeechRequest, VoiceCloneRequest
+from ownvoice.server.batch import speak_batch
+from ownvoice.server.protocol import (
+    ERROR_RESPONSES,
+    SpeechBatchRequest,
+    SpeechBatchResponse,
+    SpeechRequest,
+    VoiceCloneRequest,
+)
 
 log = logging.getLogger("ownvoice.server")
 router = APIRouter(dependencies=[Depends(require_api_key)], responses=ERROR_RESPONSES)
@@ -52,6 +60,12 @@ async def create_voice_clone(body: VoiceCloneRequest, request: Request) -> Respo
     return await state.responder.respond(
         lambda: state.planner.plan_clone(body.to_input()), request, "voice-clone", body.input
     )
+
+
+@router.post("/v1/audio/speech/batch", response_model=SpeechBatchResponse)
+async def create_speech_batch(body: SpeechBatchRequest, request: Request) -> dict:
+    """Up to 32 speech requests at once, run together; each item's audio (base64) or error."""
+    return await speak_batch(request, body.model_extra or {}, body.items)
 
 
 def _log_ignored(body) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import calendar
 import logging
+import mimetypes
 import time
 
 from fastapi import APIRouter, Depends, Request
@@ -48,7 +49,27 @@ async def list_voices(request: Request) -> dict:
     for w in state.pool.workers.values():
         if w.engine is not None:
             languages.update(w.engine.supported_languages)
-    return {"voices": voices, "languages": sorted(languages)}
+    profiles = await asyncio.to_thread(state.library.profiles)
+    return {
+        "voices": voices,
+        "languages": sorted(languages),
+        "uploaded_voices": [_uploaded(p) for p in profiles],
+    }
+
+
+def _uploaded(profile) -> dict:
+    try:
+        size = profile.ref_audio.stat().st_size
+    except OSError:  # deleted since it was listed
+        size = 0
+    return {
+        "name": profile.name,
+        "consent": profile.consent,
+        "created_at": _resource(profile)["created_at"],
+        "file_size": size,
+        "mime_type": mimetypes.guess_type(profile.ref_audio.name)[0] or "application/octet-stream",
+        "ref_text": profile.ref_text,
+    }
 
 
 @router.get("/v1/audio/voice-clone/capabilities", response_model=CloneCapabilities)

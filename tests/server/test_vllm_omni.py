@@ -1,0 +1,210 @@
+"""vLLM-Omni's REST clients, unchanged: task_type, ref_audio (with ref_text or x-vector only),
+non_streaming_mode, initial_codec_chunk_frames, the batch endpoint and uploaded_voices; and a
+request that names a preset and gives a clip is refused instead of silently speaking the preset.
+Real engines on tiny checkpoints (CustomVoice, VoiceDesign, Base)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+
+import httpx
+import numpy as np
+import pytest
+
+from tests.server.helpers import make_settings, serve, speech_clip, wav_bytes
+
+CLIP = wav_bytes(speech_clip(4.0, rate=24000), rate=24000)
+B64 = base64.b64encode(CLIP).decode()
+REF_TEXT = "This is the reference clip of a cloned voice."
+
+
+@pytest.fixture(scope="module")
+def server(tiny_checkpoints, tmp_path_factory):
+    settings = make_settings(
+        tmp_path_factory.mktemp("voices"), device="cpu", dtype="float32",
+        models={
+            "cv": {"source": str(tiny_checkpoints["0.6B-CustomVoice"])},
+            "design": {"source": str(tiny_checkpoints["1.7B-VoiceDesign"])},
+            "base": {"source": str(tiny_checkpoints["0.6B-Base"])},
+        },
+        limits={"max_batch": 4},
+    )  # fmt: skip
+    with serve(settings) as (base, app):
+        r = httpx.post(f"{base}/v1/audio/voices", files={"audio_sample": ("a.wav", CLIP)},
+                       data={"name": "Alice", "consent": "consent-42", "ref_text": REF_TEXT})  # fmt: skip
+        assert r.status_code == 200, r.text
+        yield base, app
+
+
+def speech(base: str, **body) -> httpx.Response:
+    body = {"model": "tts-1", "input": "Hello there, how are you?", "response_format": "pcm",
+            "seed": 11, **body}  # fmt: skip
+    return httpx.post(f"{base}/v1/audio/speech", json=body, timeout=300)
+
+
+def ok(r: httpx.Response) -> bytes:
+    assert r.status_code == 200, r.text
+    return r.content
+
+
+def refused(r: httpx.Response, param: str, words: str) -> None:
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["param"] == param and words in error["message"], error
+
+
+def clone_reference(base: str, **body) -> bytes:
+    """The same clone through the seed server's /v1/audio/voice-clone."""
+    body = {"input": "Hello there, how are you?", "response_format": "pcm", "seed": 11, **body}
+    return ok(httpx.post(f"{base}/v1/audio/voice-clone", json=body, timeout=300))
+
+
+def test_task_type_says_which_kind_of_voice_is_wanted(server):
+    base, _ = server
+    assert ok(speech(base, task_type="CustomVoice", voice="ryan")) == ok(speech(base, voice="ryan"))
+    designed = ok(speech(base, voice="design", instructions="A calm, low voice."))
+    assert ok(speech(base, task_type="VoiceDesign", instructions="A calm, low voice.")) == designed
+    assert ok(speech(base, task_type="Base", voice="clone:Alice")) == ok(
+        speech(base, voice="Alice")
+    )
+    refused(speech(base, task_type="CustomVoice", voice="clone:Alice"), "voice",
+            "task_type CustomVoice needs a preset speaker; 'clone:Alice' is a cloned voice")  # fmt: skip
+    refused(speech(base, task_type="Base", voice="ryan"), "voice", "needs a cloned voice")
+    refused(speech(base, task_type="VoiceDesign", voice="ryan", instructions="x"), "voice",
+            "task_type VoiceDesign speaks a described voice")  # fmt: skip
+    refused(speech(base, task_type="Omni", voice="ryan"), "task_type", "")
+    refused(speech(base), "voice", "voice is required")
+
+
+def test_ref_audio_clones_exactly_as_the_voice_clone_endpoint(server):
+    base, _ = server
+    icl = clone_reference(base, ref_audio=B64, ref_text=REF_TEXT)
+    assert ok(speech(base, task_type="Base", ref_audio=f"data:audio/wav;base64,{B64}",
+                     ref_text=REF_TEXT)) == icl  # fmt: skip
+    assert ok(speech(base, ref_audio=B64, ref_text=REF_TEXT)) == icl  # no voice, no task_type
+    xvec = clone_reference(base, ref_audio=B64, x_vector_only_mode=True)
+    assert ok(speech(base, ref_audio=B64, x_vector_only_mode=True)) == xvec != icl
+    # task_type Base says the clip is wanted: the voice a client sends by default is ignored
+    assert (
+        ok(speech(base, task_type="Base", voice="vivian", ref_audio=B64, ref_text=REF_TEXT)) == icl
+    )
+    refused(speech(base, ref_audio=B64), "ref_text", "ref_text (the transcript of ref_audio)")
+
+
+def test_a_preset_and_a_clip_without_task_type_is_refused_not_guessed(server):
+    base, _ = server
+    r = speech(base, voice="vivian", ref_audio=B64, ref_text=REF_TEXT)
+    refused(r, "voice", "names the voice 'vivian' and gives ref_audio: say which to use")
+    refused(speech(base, task_type="CustomVoice", voice="ryan", ref_audio=B64), "ref_audio",
+            "which task_type Base does, not CustomVoice")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["https://example.com/voice.wav", "http://10.0.0.1/a.wav", "file:///etc/passwd",
+     "/home/me/voice.wav", "~/voice.mp3", "./clips/me.flac", "C:\\voices\\me.wav"],
+)  # fmt: skip
+def test_a_url_or_a_path_in_ref_audio_is_never_fetched(server, source):
+    base, _ = server
+    r = speech(base, task_type="Base", ref_audio=source, ref_text=REF_TEXT)
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["param"] == "ref_audio" and "never" in error["message"], error
+
+
+def test_non_streaming_mode_selects_the_text_mode(server):
+    base, _ = server
+    default = ok(speech(base, voice="ryan"))  # presets: the whole text in the prompt
+    assert ok(speech(base, voice="ryan", non_streaming_mode=True)) == default
+    streaming = ok(speech(base, voice="ryan", non_streaming_mode=False))
+    assert streaming != default and len(streaming) > 0
+    clone = ok(speech(base, voice="clone:Alice"))  # clones: one text token per frame
+    assert ok(speech(base, voice="clone:Alice", non_streaming_mode=False)) == clone
+    assert ok(speech(base, voice="clone:Alice", non_streaming_mode=True)) != clone
+
+
+def test_initial_codec_chunk_frames_sets_the_first_chunk(server):
+    base, _ = server
+
+    def first_delta(**extra) -> int:
+        r = speech(base, voice="ryan", stream_format="sse", **extra)
+        event = next(line for line in r.text.splitlines() if line.startswith("data: "))
+        return len(base64.b64decode(json.loads(event[6:])["audio"]))
+
+    assert first_delta() == 1920 * 2  # one frame of 16-bit samples by default
+    assert first_delta(initial_codec_chunk_frames=6) == 6 * 1920 * 2
+    plain = np.frombuffer(ok(speech(base, voice="ryan")), "<i2").astype(int)
+    other = np.frombuffer(ok(speech(base, voice="ryan", initial_codec_chunk_frames=6)), "<i2")
+    # the same codes, decoded in other chunks: equal within float rounding (1 LSB)
+    assert len(plain) == len(other) and np.abs(plain - other.astype(int)).max() <= 1
+    refused(speech(base, voice="ryan", initial_codec_chunk_frames=0),
+            "initial_codec_chunk_frames", "")  # fmt: skip
+
+
+def _batch_rows(base: str) -> tuple[float, float]:
+    text = httpx.get(f"{base}/metrics").text
+    rows = float(re.search(r'tts_batch_rows_sum\{model="cv"\} (\S+)', text).group(1))
+    steps = float(re.search(r'tts_batch_rows_count\{model="cv"\} (\S+)', text).group(1))
+    return rows, steps
+
+
+def test_the_batch_endpoint_runs_its_items_together(server):
+    base, _ = server
+    items = [
+        {"input": "The first item of the batch.", "seed": 1},
+        {"input": "The second item, in another voice.", "voice": "vivian", "seed": 2},
+        {"input": "The third item has an unknown voice.", "voice": "nobody"},
+        {"input": "The fourth item speaks faster.", "seed": 4, "speed": 1.5},
+        {"input": "The fifth item is a clone.", "voice": "clone:Alice", "seed": 5},
+        {"input": "The sixth item has a bad speed.", "speed": "fast"},
+    ]
+    rows0, steps0 = _batch_rows(base)
+    r = httpx.post(f"{base}/v1/audio/speech/batch", timeout=600,
+                   json={"items": items, "voice": "ryan", "response_format": "wav"})  # fmt: skip
+    rows1, steps1 = _batch_rows(base)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert (body["object"], body["total"], body["succeeded"], body["failed"]) == (
+        "audio.speech.batch", 6, 4, 2)  # fmt: skip
+    results = body["results"]
+    assert [x["index"] for x in results] == list(range(6))
+    assert [x["status"] for x in results] == ["succeeded", "succeeded", "failed", "succeeded",
+                                              "succeeded", "failed"]  # fmt: skip
+    assert results[2]["error"]["param"] == "voice" and "nobody" in results[2]["error"]["message"]
+    assert results[5]["error"]["param"] == "speed"
+    for item, result in zip(items, results, strict=True):
+        if result["status"] != "succeeded":
+            continue
+        audio = base64.b64decode(result["audio"])
+        solo = httpx.post(f"{base}/v1/audio/speech", timeout=300,
+                          json={"model": "tts-1", "voice": "ryan", "response_format": "wav", **item})  # fmt: skip
+        # each item is its solo rendering: the same codes; batched rows decode in other chunk
+        # sizes, so the samples agree within float rounding (1 LSB)
+        mine, alone = (np.frombuffer(x[44:], "<i2").astype(int) for x in (audio, ok(solo)))
+        assert audio[:44] == ok(solo)[:44] and len(mine) == len(alone), item
+        assert np.abs(mine - alone).max() <= 1, item
+        # a streamed WAV: a 44-byte header (its lengths unknown when sent), then 16-bit mono
+        assert audio[:4] == b"RIFF" and audio[8:16] == b"WAVEfmt "
+        seconds = (len(audio) - 44) / 2 / 24000
+        assert result["duration"] == pytest.approx(seconds, abs=0.01)
+    assert (rows1 - rows0) / (steps1 - steps0) > 1.5  # the items shared the engine's steps
+
+
+@pytest.mark.parametrize(("items", "words"), [([], "items"), ([{"input": "x"}] * 33, "items")])
+def test_a_batch_has_1_to_32_items(server, items, words):
+    base, _ = server
+    r = httpx.post(f"{base}/v1/audio/speech/batch", json={"items": items})
+    assert r.status_code == 400 and r.json()["error"]["param"] == words, r.text
+
+
+def test_the_voice_list_carries_uploaded_voices_in_vllm_omnis_shape(server):
+    base, _ = server
+    body = httpx.get(f"{base}/v1/audio/voices").json()
+    assert all({"id", "name"} <= set(v) for v in body["voices"])  # what Open WebUI reads
+    (alice,) = body["uploaded_voices"]
+    assert alice["name"] == "Alice" and alice["consent"] == "consent-42"
+    assert alice["mime_type"] == "audio/x-wav" or alice["mime_type"] == "audio/wav"
+    assert alice["file_size"] > 44 and alice["created_at"] > 1_700_000_000
+    assert alice["ref_text"] == REF_TEXT
