@@ -5,8 +5,9 @@ together through the engines' batches; each item's audio or error, and the count
      "voice": "vivian", "response_format": "wav"}     # top-level fields: every item's default
 
 An item is a whole speech request (any field of POST /v1/audio/speech; the item's own value wins
-over the default). Its result is {"index", "status": "succeeded", "response_format", "audio"
-(base64 of the file), "duration"} or {"index", "status": "failed", "error": {the envelope}}.
+over the default). Its result, as vLLM-Omni's: {"index", "status": "success", "audio_data"
+(base64 of the file), "media_type"} or {"index", "status": "error", "error": message}, plus
+ours: "response_format" and "duration", or "error_detail" (the envelope's type, param, code).
 Items wait for each other's places instead of refusing each other with 429; the call answers
 200 once it was read, whatever its items did, with `total`, `succeeded` and `failed`. A client
 that goes away cancels every item still running.
@@ -18,12 +19,13 @@ import asyncio
 import base64
 import json
 import time
+import uuid
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
-from ownvoice.encode import AudioEncoder, TimeStretch
+from ownvoice.encode import MEDIA_TYPES, AudioEncoder, TimeStretch
 from ownvoice.errors import QueueTimeout, ShuttingDown
 from ownvoice.server.errors import error_body, error_response, validation_message
 from ownvoice.server.protocol import SpeechRequest
@@ -46,8 +48,9 @@ async def speak_batch(request: Request, defaults: dict, items: list[dict]) -> di
         )
     finally:
         watcher.cancel()
-    succeeded = sum(r["status"] == "succeeded" for r in results)
+    succeeded = sum(r["status"] == "success" for r in results)
     return {
+        "id": f"speechbatch-{uuid.uuid4().hex}",
         "object": "audio.speech.batch",
         "total": len(results),
         "succeeded": succeeded,
@@ -84,15 +87,17 @@ async def _item(state, request: Request, index: int, fields: dict, jobs: list) -
     record.finish("200")
     return {
         "index": index,
-        "status": "succeeded",
+        "status": "success",
+        "audio_data": base64.b64encode(audio).decode("ascii"),
+        "media_type": MEDIA_TYPES[plan.response_format],
         "response_format": plan.response_format,
-        "audio": base64.b64encode(audio).decode("ascii"),
         "duration": round(seconds, 3),
     }
 
 
 def _failed(index: int, envelope: dict) -> dict:
-    return {"index": index, "status": "failed", "error": envelope["error"]}
+    error = envelope["error"]
+    return {"index": index, "status": "error", "error": error["message"], "error_detail": error}
 
 
 async def _admitted(worker, deadline: float):

@@ -74,8 +74,8 @@ class _SpeechOptions(OpenAIBaseModel):
     non_streaming_mode: bool | None = None
     """vLLM-Omni: the whole text in the prompt (true) or one text token per frame (false);
     default: non-streaming for presets and designed voices, streaming for clones."""
-    initial_codec_chunk_frames: integer(ge=1, le=256) | None = None
-    """vLLM-Omni: frames in the first streamed chunk (default 1)."""
+    initial_codec_chunk_frames: integer(ge=0, le=256) | None = None
+    """vLLM-Omni: frames in the first streamed chunk (0 or unset: 1)."""
 
     def _input(self, **fields) -> SpeechInput:
         return SpeechInput(
@@ -92,7 +92,7 @@ class _SpeechOptions(OpenAIBaseModel):
             text_mode=None
             if self.non_streaming_mode is None
             else ("non-streaming" if self.non_streaming_mode else "streaming"),
-            first_chunk_frames=self.initial_codec_chunk_frames,
+            first_chunk_frames=self.initial_codec_chunk_frames or None,
             **fields,
         )
 
@@ -104,7 +104,7 @@ class SpeechRequest(_SpeechOptions):
     """tts-1, tts-1-hd, gpt-4o-mini-tts (any voice), or a configured model name."""
     input: str
     """The text; at most limits.max_input_chars (4096) characters."""
-    voice: str | VoiceRef | None = None
+    voice: str | VoiceRef | None = Field(None, validation_alias=AliasChoices("voice", "speaker"))
     """OpenAI voice name, preset speaker, `clone:<name>`, `design`, or {"id": ...}; needed
     unless `ref_audio` is given or `task_type` is VoiceDesign."""
     instructions: str | None = Field(None, max_length=4096)
@@ -159,15 +159,20 @@ class SpeechBatchRequest(OpenAIBaseModel):
 
 
 class SpeechBatchResult(BaseModel):
+    """vLLM-Omni's item result, plus ownvoice's format, duration and error envelope."""
+
     index: int
-    status: Literal["succeeded", "failed"]
+    status: Literal["success", "error"]
+    audio_data: str | None = None  # base64 of the file
+    media_type: str | None = None
+    error: str | None = None  # the error's message
     response_format: str | None = None
-    audio: str | None = None  # base64 of the file
     duration: float | None = None  # seconds
-    error: ErrorInfo | None = None
+    error_detail: ErrorInfo | None = None  # the whole error (type, param, code)
 
 
 class SpeechBatchResponse(BaseModel):
+    id: str
     object: Literal["audio.speech.batch"] = "audio.speech.batch"
     total: int
     succeeded: int

@@ -64,6 +64,7 @@ def clone_reference(base: str, **body) -> bytes:
 def test_task_type_says_which_kind_of_voice_is_wanted(server):
     base, _ = server
     assert ok(speech(base, task_type="CustomVoice", voice="ryan")) == ok(speech(base, voice="ryan"))
+    assert ok(speech(base, speaker="ryan")) == ok(speech(base, voice="ryan"))  # vLLM's alias
     designed = ok(speech(base, voice="design", instructions="A calm, low voice."))
     assert ok(speech(base, task_type="VoiceDesign", instructions="A calm, low voice.")) == designed
     assert ok(speech(base, task_type="Base", voice="clone:Alice")) == ok(
@@ -139,7 +140,8 @@ def test_initial_codec_chunk_frames_sets_the_first_chunk(server):
     other = np.frombuffer(ok(speech(base, voice="ryan", initial_codec_chunk_frames=6)), "<i2")
     # the same codes, decoded in other chunks: equal within float rounding (1 LSB)
     assert len(plain) == len(other) and np.abs(plain - other.astype(int)).max() <= 1
-    refused(speech(base, voice="ryan", initial_codec_chunk_frames=0),
+    assert first_delta(initial_codec_chunk_frames=0) == 1920 * 2  # 0: the default, as vLLM-Omni
+    refused(speech(base, voice="ryan", initial_codec_chunk_frames=-1),
             "initial_codec_chunk_frames", "")  # fmt: skip
 
 
@@ -168,16 +170,19 @@ def test_the_batch_endpoint_runs_its_items_together(server):
     body = r.json()
     assert (body["object"], body["total"], body["succeeded"], body["failed"]) == (
         "audio.speech.batch", 6, 4, 2)  # fmt: skip
+    assert body["id"].startswith("speechbatch-")
     results = body["results"]
     assert [x["index"] for x in results] == list(range(6))
-    assert [x["status"] for x in results] == ["succeeded", "succeeded", "failed", "succeeded",
-                                              "succeeded", "failed"]  # fmt: skip
-    assert results[2]["error"]["param"] == "voice" and "nobody" in results[2]["error"]["message"]
-    assert results[5]["error"]["param"] == "speed"
+    # vLLM-Omni's result shape: status success/error, audio_data, media_type, error (text)
+    assert [x["status"] for x in results] == ["success", "success", "error", "success",
+                                              "success", "error"]  # fmt: skip
+    assert "nobody" in results[2]["error"] and results[2]["error_detail"]["param"] == "voice"
+    assert results[5]["error_detail"]["param"] == "speed" and results[5]["audio_data"] is None
     for item, result in zip(items, results, strict=True):
-        if result["status"] != "succeeded":
+        if result["status"] != "success":
             continue
-        audio = base64.b64decode(result["audio"])
+        assert result["media_type"] == "audio/wav"
+        audio = base64.b64decode(result["audio_data"])
         solo = httpx.post(f"{base}/v1/audio/speech", timeout=300,
                           json={"model": "tts-1", "voice": "ryan", "response_format": "wav", **item})  # fmt: skip
         # each item is its solo rendering: the same codes; batched rows decode in other chunk
