@@ -33,7 +33,7 @@ from ownvoice.server.openapi import document
 from ownvoice.server.paths import CollapseSlashes
 from ownvoice.server.refusals import RefusalLog
 from ownvoice.server.routes import designs as design_routes
-from ownvoice.server.routes import health, models, page, speech, voices
+from ownvoice.server.routes import health, models, page, speech, stream, voices
 from ownvoice.server.settings import ServerSettings, load_settings
 from ownvoice.server.streaming import SpeechResponder
 from ownvoice.service.metrics import Metrics
@@ -97,6 +97,7 @@ def create_app(
     app.state.designs = designs
     app.state.voicemap = voicemap
     app.state.drain = drain
+    app.state.hosts = hosts  # the WebSocket checks Host and Origin itself (HostGuard: HTTP)
     app.state.planner = SpeechPlanner(config, pool, voicemap, library)
     app.state.responder = SpeechResponder(settings, pool, library, metrics, drain)
     app.state.warnings = []
@@ -120,7 +121,7 @@ def create_app(
     app.add_middleware(HostGuard, policy=hosts)
     app.add_middleware(CollapseSlashes)
     app.add_middleware(RefusalLog)  # outermost: it sees every refusal, the guards' included
-    for module in (speech, voices, design_routes, models, health, page):
+    for module in (speech, stream, voices, design_routes, models, health, page):
         if hasattr(module, "public"):
             app.include_router(module.public)
         app.include_router(module.router)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from ownvoice.service.planning import SpeechInput
@@ -134,6 +134,36 @@ class SpeechRequest(_SpeechOptions):
     def to_input(self) -> SpeechInput:
         return self._input(
             input=self.input, voice=self.voice_name, model=self.model, instructions=self.style,
+            task_type=self.task_type, ref_audio=self.ref_audio, ref_text=self.ref_text,
+        )  # fmt: skip
+
+
+class SpeechSessionConfig(_SpeechOptions):
+    """The `session.config` message of WS /v1/audio/speech/stream: every field of a speech
+    request but `input` (the text comes in pieces), and how the audio goes out."""
+
+    response_format: ResponseFormat = "wav"  # vLLM-Omni's default for this endpoint
+    model: str | None = None
+    voice: str | VoiceRef | None = Field(None, validation_alias=AliasChoices("voice", "speaker"))
+    instructions: str | None = Field(None, max_length=4096)
+    task_type: Literal["CustomVoice", "VoiceDesign", "Base"] | None = None
+    ref_audio: str | None = None
+    ref_text: str | None = None
+    stream_audio: bool = False
+    """Send the audio as it is made (raw PCM: needs response_format pcm), else whole at the end."""
+    split_granularity: Literal["none", "sentence", "clause"] | None = None
+    """vLLM-Omni's; accepted: here each whole sentence is spoken as soon as it is known."""
+
+    @model_validator(mode="after")
+    def _streamed_audio_is_pcm(self) -> SpeechSessionConfig:
+        if self.stream_audio and self.response_format != "pcm":
+            raise ValueError("stream_audio needs response_format pcm (raw audio as it is made)")
+        return self
+
+    def to_input(self) -> SpeechInput:
+        voice = self.voice.id if isinstance(self.voice, VoiceRef) else (self.voice or "")
+        return self._input(
+            input="", voice=voice, model=self.model, instructions=self.instructions,
             task_type=self.task_type, ref_audio=self.ref_audio, ref_text=self.ref_text,
         )  # fmt: skip
 

@@ -39,6 +39,7 @@ class TextFeed:
         self._lock = threading.Lock()
         self._text = ""  # not yet handed out
         self._closed = False
+        self.given: list[str] = []  # the pieces handed out, in order (a front end names them)
 
     def push(self, text: str) -> None:
         """Add text as it arrives; InvalidInput past `limit` characters in all."""
@@ -84,6 +85,7 @@ class TextFeed:
                 return PENDING
             piece = pack(whole, self.max_chars)[0]
             self._text = _drop_spoken(self._text, piece)
+            self.given.append(piece)
             return piece
 
 
