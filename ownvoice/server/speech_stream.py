@@ -37,6 +37,7 @@ import hmac
 import json
 import logging
 import time
+from dataclasses import dataclass
 
 from fastapi import WebSocket, WebSocketDisconnect
 from fastapi.exceptions import RequestValidationError
@@ -61,11 +62,10 @@ class SpeechStream:
         self.ws = websocket
         self.state = websocket.app.state
         self.config: SpeechSessionConfig | None = None
-        self.plan = None  # the open utterance's plan (its pieces are a TextFeed)
-        self.task: asyncio.Task | None = None  # speaking the open utterance
-        self.job: Generation | None = None
-        self.utterance = 0
-        self.cancelled = False
+        self.open: _Utterance | None = None  # the utterance whose text is still coming
+        self.active: list[_Utterance] = []  # utterances not finished speaking, in order
+        self.last: asyncio.Task | None = None  # the last utterance's task: the next waits for it
+        self.count = 0  # utterances so far (the next one's index)
 
     # -- the handshake -------------------------------------------------------------------------
 
@@ -81,10 +81,8 @@ class SpeechStream:
         except WebSocketDisconnect:
             pass
         finally:
-            if self.job is not None:
-                self.job.cancel()  # a client that went away frees its row at the next step
-            if self.task is not None:
-                self.task.cancel()
+            for utterance in self.active:  # a client that went away frees its row at once
+                utterance.stop()
 
     def _check_handshake(self) -> tuple[str | None, str | None]:
         """(subprotocol to accept, why the handshake is refused or None)."""
@@ -165,7 +163,7 @@ class SpeechStream:
         return True
 
     async def _configure(self, msg: dict) -> None:
-        if self.plan is not None:
+        if self.open is not None:
             await self._error("session.config cannot change an utterance in progress; send "
                               "input.done (or input.cancel) first", "utterance_open")  # fmt: skip
             return
@@ -191,67 +189,83 @@ class SpeechStream:
             raise InvalidInput(f"input.text is over {MAX_TEXT_CHARS} characters", param="text")
         if not text:
             return
-        if self.plan is None:
-            request = self.config.to_input()
-            self.plan = self.state.planner.plan(request, streamed=True)
-            self.cancelled = False
-        feed = self.plan.pieces
-        feed.push(text)  # past limits.max_input_chars in one utterance: InvalidInput
-        if self.task is None and feed.has_text:
-            self.task = asyncio.create_task(self._speak(self.plan, self.utterance))
+        u = self.open
+        if u is None:
+            plan = self.state.planner.plan(self.config.to_input(), streamed=True)
+            u = self.open = _Utterance(self.count, plan, self.config.stream_audio)
+            self.count += 1
+            self.active.append(u)
+        u.plan.pieces.push(text)  # past limits.max_input_chars in one utterance: InvalidInput
+        if u.task is None and u.plan.pieces.has_text:
+            self._start(u)
+
+    def _start(self, u: _Utterance) -> None:
+        """Speak `u` once the utterance before it has been spoken."""
+        u.task = asyncio.create_task(self._speak(u, self.last))
+        self.last = u.task
 
     async def _done(self) -> None:
-        plan, task = self.plan, self.task
-        if plan is None:  # nothing was said: an empty utterance
-            await self._send({"type": "session.done", "utterance_index": self.utterance,
-                              "total_sentences": 0, "cancelled": False})  # fmt: skip
-            self.utterance += 1
-            return
-        plan.pieces.close()
-        if task is None:  # only blanks arrived
-            task = self.task = asyncio.create_task(self._speak(plan, self.utterance))
-        await asyncio.wait({task})  # audio.done and session.done are sent by the task
-        self.plan = self.task = None
-        self.utterance += 1
+        """The open utterance is complete: it speaks its rest and sends session.done; the next
+        message is read at once (an input.cancel must get through while audio still goes out)."""
+        u, self.open = self.open, None
+        if u is None:  # nothing was said: an empty utterance, answered in its turn
+            u = _Utterance(self.count, None, False)
+            self.count += 1
+        else:
+            u.plan.pieces.close()
+        if u.task is None:
+            self._start(u)
 
     async def _cancel(self) -> None:
-        if self.plan is None:
-            return
-        self.cancelled = True
-        self.plan.pieces.close()
-        if self.job is not None:
-            self.job.cancel()
-        await self._done()
+        """Barge-in: every utterance not yet spoken stops (its session.done says cancelled)."""
+        for u in list(self.active):
+            u.cancelled = True
+            u.stop()
+        if self.open is not None:
+            await self._done()
 
     # -- speaking -------------------------------------------------------------------------------
 
-    async def _speak(self, plan, utterance: int) -> None:
+    async def _speak(self, u: _Utterance, previous: asyncio.Task | None) -> None:
         """Speak the utterance piece by piece: each piece (one or more whole sentences, as the
         feed hands them out) is a "sentence" of vLLM-Omni's protocol, with its own audio.start
-        (naming its text), audio and audio.done."""
+        (naming its text), audio and audio.done; then session.done."""
+        if previous is not None:
+            await asyncio.wait({previous})
+        sentences = 0
+        try:
+            if u.plan is not None and not u.cancelled:
+                sentences = await self._generate(u)
+        finally:
+            if u in self.active:
+                self.active.remove(u)
+        await self._send({"type": "session.done", "utterance_index": u.index,
+                          "total_sentences": sentences, "cancelled": u.cancelled})  # fmt: skip
+
+    async def _generate(self, u: _Utterance) -> int:
+        plan = u.plan
         worker = plan.choice.worker
         try:
             slot = worker.admission.admit()
         except OwnvoiceError as e:
             await self._error_of(e)
-            await self._finish(utterance, 0)
-            return
+            return 0
         deadline = time.monotonic() + self.state.settings.limits.request_timeout_s
-        job = self.job = Generation(
-            plan_pieces(plan, self.state.pool, self.state.library), slot, deadline
-        )
+        job = u.job = Generation(plan_pieces(plan, self.state.pool, self.state.library), slot,
+                                 deadline)  # fmt: skip
         self.state.drain.track(job)
         worker.submit(job)
+        if u.cancelled:  # cancelled while waiting for the one before it
+            job.cancel()
         sentences, sentence = 0, None
         try:
             async for chunk in job.chunks():
                 if chunk.index == 0:  # the first chunk of the next piece
                     if sentence is not None:
                         await sentence.end()
-                    text = (
-                        plan.pieces.given[sentences] if sentences < len(plan.pieces.given) else ""
-                    )
-                    sentence = _Sentence(self, plan.response_format, utterance, sentences, text)
+                    given = plan.pieces.given
+                    text = given[sentences] if sentences < len(given) else ""
+                    sentence = _Sentence(self, plan.response_format, u, sentences, text)
                     sentences += 1
                     await sentence.start()
                 await sentence.write(chunk.samples)
@@ -260,15 +274,10 @@ class SpeechStream:
                 log.error("speech stream failed: %s", e, exc_info=e)
             await self._error_of(e)
         finally:
-            job.cancel()
-            self.job = None
+            job.cancel()  # a no-op once it ended
         if sentence is not None:
             await sentence.end()
-        await self._finish(utterance, sentences)
-
-    async def _finish(self, utterance: int, sentences: int) -> None:
-        await self._send({"type": "session.done", "utterance_index": utterance,
-                          "total_sentences": sentences, "cancelled": self.cancelled})  # fmt: skip
+        return sentences
 
     # -- sending --------------------------------------------------------------------------------
 
@@ -284,14 +293,32 @@ class SpeechStream:
         await self._error(error["message"], error.get("code") or error["type"], error.get("param"))
 
 
+@dataclass(eq=False)
+class _Utterance:
+    """The text between two input.done, and its generation."""
+
+    index: int
+    plan: object | None  # a SpeechPlan whose pieces are a TextFeed; None: nothing was said
+    stream_audio: bool  # as configured when it began
+    task: asyncio.Task | None = None
+    job: Generation | None = None
+    cancelled: bool = False
+
+    def stop(self) -> None:
+        if self.plan is not None:
+            self.plan.pieces.close()
+        if self.job is not None:
+            self.job.cancel()  # the row leaves the batch at the next step
+
+
 class _Sentence:
     """One piece's audio on the wire: audio.start, the bytes (as made, or one file), audio.done."""
 
-    def __init__(self, stream: SpeechStream, fmt: str, utterance: int, index: int, text: str):
+    def __init__(self, stream: SpeechStream, fmt: str, u: _Utterance, index: int, text: str):
         self.stream, self.fmt, self.text = stream, fmt, text
-        self.ids = {"utterance_index": utterance, "sentence_index": index}
+        self.ids = {"utterance_index": u.index, "sentence_index": index}
         self.encoder = AudioEncoder(fmt)
-        self.streaming = stream.config.stream_audio
+        self.streaming = u.stream_audio
         self.held = bytearray()
 
     async def start(self) -> None:

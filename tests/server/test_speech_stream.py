@@ -152,9 +152,18 @@ def test_cancel_stops_within_a_frame_and_the_connection_speaks_again(server):
         ws.send(json.dumps({"type": "input.text", "text": "Speaking again."}))
         ws.send(json.dumps({"type": "input.done"}))
         events, audio = events_until(ws, "session.done")
-        assert events[-1]["cancelled"] is False and same_audio(
-            audio, http_pcm(base, "Speaking again.")
-        )
+        assert events[-1]["cancelled"] is False
+        assert same_audio(audio, http_pcm(base, "Speaking again."))
+
+        # after input.done the audio is still going out: a cancel gets through all the same
+        ws.send(json.dumps({"type": "input.text", "text": "Another long sentence to be cut "
+                            "short while it is being spoken aloud. " * 4}))  # fmt: skip
+        ws.send(json.dumps({"type": "input.done"}))
+        events_until(ws, "audio.start")
+        steps = worker.steps
+        ws.send(json.dumps({"type": "input.cancel"}))
+        events, _ = events_until(ws, "session.done")
+        assert events[-1]["cancelled"] is True and worker.steps - steps <= 3
 
 
 def test_bad_input_gets_an_error_and_the_session_goes_on(server):
