@@ -111,6 +111,8 @@ class SpeechStream:
             try:
                 message = await asyncio.wait_for(self.ws.receive(), IDLE_TIMEOUT_S)
             except TimeoutError:
+                if self.active:  # still speaking: a client that listens is not idle
+                    continue
                 await self._error(f"idle for {IDLE_TIMEOUT_S:g} s: closing", "idle_timeout")
                 await self.ws.close(code=1000)
                 return

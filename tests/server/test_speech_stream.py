@@ -289,3 +289,21 @@ def test_the_example_in_docs_voice_agents_runs(server, monkeypatch, capsys):
     pcm = asyncio.run(scope["main"]())
     assert len(pcm) > 24000 and len(pcm) % 2 == 0
     assert re.search(r"first audio after \d+\.\d\d s", capsys.readouterr().out)
+
+
+def test_an_idle_connection_is_closed_but_not_while_it_listens(server, monkeypatch):
+    from ownvoice.server import speech_stream
+
+    base, _ = server
+    monkeypatch.setattr(speech_stream, "IDLE_TIMEOUT_S", 0.3)
+    with connect(ws_url(base)) as ws:
+        ws.send(json.dumps(CONFIG))
+        # a long answer takes longer than the timeout to speak: the listener stays
+        ws.send(json.dumps({"type": "input.text", "text": "A long answer is read out. " * 6}))
+        ws.send(json.dumps({"type": "input.done"}))
+        events, audio = events_until(ws, "session.done")
+        assert events[-1]["cancelled"] is False and len(audio) > 0
+        event = json.loads(ws.recv(timeout=30))  # then nothing comes: idle
+        assert event["code"] == "idle_timeout"
+        with pytest.raises(ConnectionClosed):
+            ws.recv(timeout=30)
