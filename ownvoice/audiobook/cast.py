@@ -97,10 +97,6 @@ def split_markers(paragraph: str) -> list[tuple[str | None, str]]:
     return [(v, t) for i, (v, t) in enumerate(pieces) if i == 0 or v is not None]
 
 
-def strip_markers(text: str) -> str:
-    return " ".join(VOICE_MARKER.sub(" ", text).split())
-
-
 def split_dialogue(text: str, language: str | None = None) -> list[tuple[bool, str]]:
     """[(quoted, text)]: narration and quoted speech in reading order, quote marks kept with
     the speech. Punctuation right after a closing quote ("…”, he said") stays with the speech."""
@@ -116,8 +112,11 @@ def split_dialogue(text: str, language: str | None = None) -> list[tuple[bool, s
             continue
         end = next((j for j in range(i + 1, len(text)) if text[j] in closers
                     and not (text[j] == "’" and text[j + 1 : j + 2].isalnum())), None)  # fmt: skip
-        _add(out, False, text[position:i])
         stop = len(text) if end is None else end + 1
+        if sum(c.isalnum() for c in text[i:stop]) < 2:  # "rock ‘n’ roll": not speech
+            i = stop
+            continue
+        _add(out, False, text[position:i])
         _add(out, True, text[i:stop])
         position = i = stop
     _add(out, False, text[position:])

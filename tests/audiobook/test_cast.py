@@ -216,6 +216,12 @@ def test_voices_come_out_equally_loud(tmp_path, server):
             [(True, "“This speech goes on into the next paragraph")],
         ),
         ("No speech at all here.", None, [(False, "No speech at all here.")]),
+        (
+            "They played rock ‘n’ roll all night.",
+            None,
+            [(False, "They played rock ‘n’ roll all night.")],
+        ),
+        ("「はい」と答えた。", "ja", [(True, "「はい」"), (False, "と答えた。")]),
     ],
 )
 def test_quoted_speech_in_the_marks_of_each_language(text, language, parts):
