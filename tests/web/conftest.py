@@ -42,7 +42,6 @@ def screenshots(tmp_path_factory) -> Path:
 
 
 def chromium(mic: Path, width: int = 1280, height: int = 1000):
-    pytest.importorskip("selenium")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 

@@ -11,16 +11,13 @@ import time
 
 import httpx
 import numpy as np
-import pytest
 import soundfile as sf
 import soxr
+from selenium.webdriver.common.by import By  # a pinned test dependency: missing is a failure
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tests.web.conftest import MIC_RATE, chromium, reference_clip
-
-pytest.importorskip("selenium")
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.common.keys import Keys  # noqa: E402
-from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 LONG_TEXT = " ".join(
     f"Sentence number {n} of a long text, read while the rest is still being made."
