@@ -112,3 +112,18 @@ def test_quota_cgroups_are_made_with_the_limit_asked(tmp_path):
     v2 = make_quota_cgroup(2, root=tmp_path / "v2")
     assert v2 is not None and _v2(v2 / "cpu.max") == 2.0
     assert make_quota_cgroup(2, root=tmp_path / "nowhere") is None
+
+
+def test_bench_text_rate_speaks_before_the_first_sentence_is_whole(tiny_checkpoints, tmp_path):
+    """--text-rate: at 8 tokens per second the first sentence takes seconds to write; word by
+    word, a tiny model speaks long before that, and sentence by sentence only after it."""
+    model = tiny_checkpoints["0.6B-CustomVoice"]
+    table, rows = bench("--model", str(model), "--text-rate", "8", "--frames", "6",
+                        tmp_path=tmp_path)  # fmt: skip
+    assert "TTFA from 1st word" in table
+    word, sentence = rows
+    assert (word["way"], sentence["way"]) == ("word-level", "sentence-level")
+    assert word["rate"] == sentence["rate"] == 8
+    assert word["frames"] == sentence["frames"] == 6
+    assert word["ttfa_s"] < word["first_sentence_s"] < sentence["ttfa_s"]
+    assert word["waited_steps"] >= 0 and word["ms_per_frame"] > 0

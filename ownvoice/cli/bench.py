@@ -50,6 +50,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "OMP_WAIT_POLICY values",
     )
     p.add_argument("--cpus", type=float, help="--shared: also one process under this CPU quota")
+    p.add_argument(
+        "--text-rate",
+        help="LLM writing speeds in tokens per second, e.g. 20,60: time to first audio from the "
+        "first word when words are spoken as they arrive, against whole sentences",
+    )
+    p.add_argument("--text", help="--text-rate: the answer to stream (default: a weather reply)")
     p.add_argument("--json", help="write the results to this file")
     p.set_defaults(func=run)
 
@@ -96,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
             with open(args.json, "w") as f:
                 json.dump({"shared": [asdict(r) for r in shared], "quota": quota}, f, indent=2)
         return 0
+    if args.text_rate:
+        return _text_stream(args)
     from ownvoice.bench.batch import format_batch_table
     from ownvoice.bench.run import BenchSpec, format_table, run_batch_bench, run_bench
 
@@ -130,4 +138,23 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2)
+    return 0
+
+
+def _text_stream(args: argparse.Namespace) -> int:
+    import json
+
+    from ownvoice.bench.textstream import ANSWER, format_text_stream_table, run_text_stream
+    from ownvoice.bench.worker import voice_for
+    from ownvoice.engine.engine import Engine
+
+    engine = Engine.load(args.model, device=args.device, dtype=args.dtype, max_batch=1,
+                         num_threads=args.threads)  # fmt: skip
+    engine.warmup()
+    rates = [float(r) for r in args.text_rate.split(",")]
+    rows = run_text_stream(engine, voice_for(engine), rates, args.frames, args.text or ANSWER)
+    print(format_text_stream_table(rows))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=2)
     return 0

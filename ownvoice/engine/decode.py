@@ -40,9 +40,12 @@ def eager_frames(
     max_frames: int,
     generator: torch.Generator | None = None,
     should_stop: Callable[[], bool] | None = None,
+    text_row: Callable[[int], torch.Tensor] | None = None,
 ) -> Generator[torch.Tensor, None, str]:
     """Yield frames as (1, 16) int64 tensors; return the stop reason ("eos", "max_frames",
-    "cancelled") as the generator's value."""
+    "cancelled") as the generator's value. `text_row(k)`: the text row after frame k (default:
+    the prompt's; a sequence's own when its text is still arriving)."""
+    text_row = text_row or prompt.text_row
     cfg = talker.cfg
     device = prompt.embeds.device
     cache = DynamicKVCache()
@@ -80,8 +83,7 @@ def eager_frames(
         yield frame
         if k == max_frames - 1:
             break
-        text_row = prompt.trailing[:, k : k + 1] if k < prompt.trailing.shape[1] else prompt.pad
-        x = talker.embed_frames(frame[:, None]) + text_row
+        x = talker.embed_frames(frame[:, None]) + text_row(k)
         hidden = talker.model(x, positions_from(length + k, 1, device), cache)
     return "max_frames"
 
@@ -128,6 +130,7 @@ class EagerLoop:
     def __init__(self, talker: Talker, max_batch: int = 8):
         self.talker, self.max_batch = talker, max_batch
         self.rows: list = []
+        self.waiting = 0
         self._frames: dict = {}
 
     @property
@@ -139,15 +142,22 @@ class EagerLoop:
             raise RuntimeError(f"batch full ({self.max_batch} rows); wait for a row to leave")
         seq.slot = len(self.rows)
         self.rows.append(seq)
+        # an open text's cap grows with its text; step() applies the cap
+        cap = seq.max_frames if seq.text is None else 1 << 30
         self._frames[id(seq)] = eager_frames(
-            self.talker, seq.prompt, seq.sampling, seq.max_frames, seq.generator,
-            lambda: seq.cancelled,
+            self.talker, seq.prompt, seq.sampling, cap, seq.generator,
+            lambda: seq.cancelled, seq.text_row,
         )  # fmt: skip
         return None  # its first frame comes from the next step
 
     def step(self) -> list:
         events = []
+        self.waiting = 0
         for seq in list(self.rows):
+            # a row whose text has not arrived that far sits the step out (see fast/loop.py)
+            if seq.frames and not seq.cancelled and seq.text_row(seq.frames - 1) is None:
+                self.waiting += 1
+                continue
             try:
                 frame = next(self._frames[id(seq)])
             except StopIteration as end:

@@ -22,6 +22,7 @@ import torch
 
 from ownvoice.engine.forced import ForcedLogits, forced_logits
 from ownvoice.engine.loading import LoadedModel, load_model
+from ownvoice.engine.opentext import OpenText, TextSoFar
 from ownvoice.engine.options import EngineConfig, SamplingOptions, SynthesisOptions
 from ownvoice.engine.prompt import build_prompt
 from ownvoice.engine.requests import resolve_request
@@ -141,7 +142,7 @@ class Engine:
         req = resolve_request(self._m, text, voice, instruct, options)
         m = self._m
         with torch.inference_mode():
-            prompt = build_prompt(m.model.talker, m.cfg, req.ids, req.cond)
+            prompt = self._prompt(req.ids, req.cond)
         codes = torch.as_tensor(codes).to(m.device)
         return forced_logits(m.model.talker, prompt, codes)
 
@@ -219,9 +220,64 @@ class Engine:
         options = options or SynthesisOptions()
         options.validate()
         req = resolve_request(self._m, text, voice, instruct, options)
-        m = self._m
         with torch.inference_mode():
-            prompt = build_prompt(m.model.talker, m.cfg, req.ids, req.cond)
+            prompt = self._prompt(req.ids, req.cond)
+        return self._sequence(req, prompt, options, tag)
+
+    def start_open(
+        self,
+        source: Callable[[], TextSoFar],
+        voice: str | VoicePrompt | None = None,
+        instruct: str | None = None,
+        options: SynthesisOptions | None = None,
+        tag: object = None,
+    ) -> Sequence:
+        """A sequence whose text is still being written (engine/opentext.py): `source()` gives
+        the text so far. It can join once `startable()`; a row whose text runs out sits steps
+        out until more arrives. The codes are those of `start()` with the final text in the
+        streaming text mode (on the fast path), however the text was cut and timed."""
+        options = options or SynthesisOptions()
+        if options.text_mode == "non-streaming":
+            raise InvalidInput(
+                "text that is spoken while it arrives needs the streaming text mode",
+                param="text_mode",
+            )
+        options = options.with_(text_mode="streaming")
+        options.validate()
+        # the voice, language, sampling and reference checks, on a stand-in text
+        req = resolve_request(self._m, "a", voice, instruct, options)
+
+        def build(ids, text_open: bool):
+            return self._prompt(ids, req.cond, text_open, row_invariant=True)
+
+        m = self._m
+        text = OpenText(source, m.tokenizer, m.model.talker, build, req.cond, req.ids)
+        return self._sequence(req, None, options, tag, text)
+
+    def startable(self, seq: Sequence) -> bool:
+        """Whether `seq` can join: always for a plain one; for an open text, once enough of it
+        has arrived (one stable token; an ICL clone's reference frames + 1)."""
+        if seq.prompt is None:
+            seq.text.refresh()
+            seq.prompt = seq.text.prompt
+            if seq.text.max_frames is not None:
+                seq.max_frames = seq.text.max_frames
+        return seq.prompt is not None
+
+    @property
+    def waiting_for_text(self) -> bool:
+        """True when the last step advanced no row because every row waits for its text
+        (the caller may sleep until text arrives instead of stepping again)."""
+        return bool(self._loop.rows) and self._loop.waiting == len(self._loop.rows)
+
+    def _prompt(self, ids, cond, text_open: bool = False, row_invariant: bool | None = None):
+        m = self._m
+        if row_invariant is None:
+            row_invariant = self.config.fast
+        return build_prompt(m.model.talker, m.cfg, ids, cond, row_invariant, text_open)
+
+    def _sequence(self, req, prompt, options, tag, text=None) -> Sequence:
+        m = self._m
         generator = None
         if options.seed is not None:
             generator = torch.Generator(m.device).manual_seed(options.seed)
@@ -234,6 +290,7 @@ class Engine:
             first_chunk_frames=options.first_chunk_frames,
             chunk_frames=options.chunk_frames,
             tag=tag,
+            text=text,
             codebooks=self.num_codebooks,
             sample_rate=self.sample_rate,
         )
@@ -257,6 +314,8 @@ class Engine:
         """Prefill `seq`, make its first frame at once (so its first chunk is ready without
         waiting for a batched step: read it with `ready_chunks()`) and add it to the batch.
         Raises RuntimeError when the batch is full (see `max_batch`)."""
+        if not self.startable(seq):
+            raise RuntimeError("this sequence's text has not started yet; see startable()")
         if self._loop.rows:  # alone, chunk boundaries need no spreading
             seq.stagger = self._joined % seq.chunk_frames
         self._joined += 1

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ownvoice.engine.opentext import OpenText
 from ownvoice.engine.options import SamplingOptions
 from ownvoice.engine.prompt import Prompt
 from ownvoice.engine.results import AudioChunk
@@ -29,7 +30,7 @@ class FrameEvent:
 
 @dataclass(eq=False)
 class Sequence:
-    prompt: Prompt
+    prompt: Prompt | None  # None until an open text can start (Engine.startable)
     sampling: SamplingOptions
     max_frames: int
     generator: torch.Generator | None  # None = nondeterministic sampling
@@ -40,6 +41,7 @@ class Sequence:
     # frames by which the second chunk is shorter, so that rows which joined together decode
     # their chunks at different steps instead of all at once (set by Engine.join)
     stagger: int = 0
+    text: OpenText | None = None  # the text track while the text is still arriving
     codebooks: int = 16  # codes per frame (the model's num_code_groups)
     sample_rate: int = 24000  # of the decoded audio
     # progress, kept by the frame loop
@@ -62,6 +64,19 @@ class Sequence:
     def started_audio(self) -> bool:
         """True once its first chunk went out."""
         return self._chunks > 0
+
+    def text_row(self, k: int) -> torch.Tensor | None:
+        """The text row added to the talker input after frame k; None while that part of an
+        open text has not arrived (the row then sits out the step)."""
+        if self.text is None:
+            return self.prompt.text_row(k)
+        self.text.refresh()
+        if self.text.max_frames is not None:
+            self.max_frames = self.text.max_frames
+        row = self.text.row(k)
+        if row is None:
+            self.text.waited += 1
+        return row
 
     def cancel(self) -> None:
         """Stop at the next step boundary (within one frame)."""

@@ -14,6 +14,7 @@ above 4.57.2 (architecture.md 4.1): a loader bug that only changes camel case, c
 from __future__ import annotations
 
 import json
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +41,11 @@ def reference_text(text: str) -> str:
 def instruct_text(text: str) -> str:
     """A style instruction (VoiceDesign, 1.7B CustomVoice); used whole."""
     return f"<|im_start|>user\n{text}<|im_end|>\n"
+
+
+_PRETOKENIZER = pre_tokenizers.Split(
+    Regex(QWEN_PRETOKENIZE_REGEX), behavior="isolated", invert=False
+)
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,13 @@ class TextTokenizer:
 
     def decode(self, ids: list[int]) -> str:
         return self._tok.decode(ids, skip_special_tokens=False)
+
+    def stable_prefix(self, text: str) -> str:
+        """The part of `text` whose tokens no continuation can change: all of it but the last
+        pre-token (a word may go on, spaces may join the next word). NFC first, as encode does."""
+        text = unicodedata.normalize("NFC", text)
+        pieces = _PRETOKENIZER.pre_tokenize_str(text)
+        return text[: pieces[-1][1][0]] if pieces else ""
 
     def token_id(self, token: str) -> int | None:
         return self._tok.token_to_id(token)

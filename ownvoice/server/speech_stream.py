@@ -13,12 +13,16 @@
                                               frame and session.done says cancelled: true)
     {"type": "session.close"}                the connection closes (1000)
 
-One utterance (the text between two `input.done`) is one streamed generation (service/
-textfeed.py): whole sentences are spoken as soon as they are known, so audio starts before the
-text ends, and the connection takes the next utterance after `session.done`. Each piece the feed
-hands out (one or more whole sentences) is a "sentence" of the protocol: audio.start (with its
-`sentence_text`), its audio, audio.done. With `stream_audio: true` (PCM only) the audio goes out
-as it is made; otherwise each piece comes as one file in `response_format`.
+One utterance (the text between two `input.done`) is one streamed generation. In the streaming
+text mode (the default; `non_streaming_mode: false`) it is spoken word by word (service/
+livetext.py): a piece starts on its first stable words and reads the rest as it arrives, so
+the audio is the audio `POST /v1/audio/speech` makes of the whole text in that mode, pieces and
+all. With `non_streaming_mode: true` whole sentences are spoken as soon as they are known
+(service/textfeed.py, vLLM-Omni's behaviour). Each piece is a "sentence" of the protocol:
+audio.start (with its `sentence_text` as known then), its audio, audio.done (with the text as
+known at its end). With `stream_audio: true` (PCM only) the audio goes out as it is made;
+otherwise each piece comes as one file in `response_format`. The connection takes the next
+utterance after `session.done`.
 
 Errors are `{"type": "error", "message", "code", "param"}` and do not end the connection (as in
 vLLM-Omni), except: no `session.config` first, an idle connection (IDLE_TIMEOUT_S), and a
@@ -26,7 +30,7 @@ message over MAX_MESSAGE_BYTES (closed with 1009). The handshake is refused (403
 key when one is set (an `Authorization: Bearer` header, or the subprotocols `bearer, <key>` for
 browsers, which cannot set headers), for a Host the server does not answer to, and for a page of
 another origin. A client that goes away cancels its generation, which leaves the batch at the
-next step. Not yet: a clip in `ref_audio` (use a library voice), word-level starts.
+next step.
 """
 
 from __future__ import annotations
@@ -141,7 +145,10 @@ class SpeechStream:
         """Act on one message; False ends the connection."""
         kind = msg.get("type")
         if kind == "session.config":
-            await self._configure(msg)
+            try:
+                await self._configure(msg)
+            except OwnvoiceError as e:
+                await self._error_of(e)
             return True
         if self.config is None:
             await self._error(f"expected session.config first, got {kind!r}", "no_config")
@@ -178,10 +185,8 @@ class SpeechStream:
             message, param = validation_message(RequestValidationError(errors))
             await self._error(f"session.config: {message}", "invalid_config", param)
             return
-        if config.ref_audio is not None:
-            await self._error("ref_audio is not streamed yet: add the voice to the library "
-                              "(POST /v1/audio/voices) and name it", "unsupported", "ref_audio")  # fmt: skip
-            return
+        # the voice, the clip, the language and the rest are checked now, not at the first word
+        self.state.planner.plan(config.to_input(), streamed=True)
         self.config = config
 
     async def _text(self, text) -> None:
@@ -264,9 +269,8 @@ class SpeechStream:
             async for chunk in job.chunks():
                 if chunk.index == 0:  # the first chunk of the next piece
                     if sentence is not None:
-                        await sentence.end()
-                    given = plan.pieces.given
-                    text = given[sentences] if sentences < len(given) else ""
+                        await sentence.end(_piece_text(plan, sentences - 1))
+                    text = _piece_text(plan, sentences)
                     sentence = _Sentence(self, plan.response_format, u, sentences, text)
                     sentences += 1
                     await sentence.start()
@@ -278,7 +282,7 @@ class SpeechStream:
         finally:
             job.cancel()  # a no-op once it ended
         if sentence is not None:
-            await sentence.end()
+            await sentence.end(_piece_text(plan, sentences - 1))
         return sentences
 
     # -- sending --------------------------------------------------------------------------------
@@ -334,11 +338,17 @@ class _Sentence:
         else:
             self.held += data
 
-    async def end(self) -> None:
+    async def end(self, text: str) -> None:
         self.held += self.encoder.close()
         if self.held:
             await self.stream.ws.send_bytes(bytes(self.held))
-        await self.stream._send({"type": "audio.done", **self.ids})
+        await self.stream._send({"type": "audio.done", **self.ids, "sentence_text": text})
+
+
+def _piece_text(plan, index: int) -> str:
+    """Piece `index`'s text as known now (a piece spoken word by word may still grow)."""
+    given = plan.pieces.given
+    return given[index] if index < len(given) else ""
 
 
 def _same(given: str, key) -> bool:

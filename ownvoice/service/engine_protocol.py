@@ -6,9 +6,10 @@ Schedulers drive engines only through these members, so a test double that imple
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
+from ownvoice.engine.opentext import TextSoFar
 from ownvoice.engine.options import SamplingOptions, SynthesisOptions
 from ownvoice.engine.results import AudioChunk
 from ownvoice.engine.sequence import Sequence
@@ -59,6 +60,20 @@ class SpeechEngine(Protocol):
         options: SynthesisOptions | None = None,
         tag: object = None,
     ) -> Sequence: ...
+
+    def start_open(
+        self,
+        source: Callable[[], TextSoFar],
+        voice: str | VoicePrompt | None = None,
+        instruct: str | None = None,
+        options: SynthesisOptions | None = None,
+        tag: object = None,
+    ) -> Sequence: ...
+
+    def startable(self, seq: Sequence) -> bool: ...
+
+    @property
+    def waiting_for_text(self) -> bool: ...
 
     def join(self, seq: Sequence) -> None: ...
 

@@ -28,6 +28,7 @@ from ownvoice.errors import InvalidInput, PayloadTooLarge
 from ownvoice.languages import KNOWN as KNOWN_LANGS
 from ownvoice.languages import check_language, model_language
 from ownvoice.service.generation import PENDING
+from ownvoice.service.livetext import LiveText, split_input
 from ownvoice.service.tasks import check_reference_source, check_role, resolve_task
 from ownvoice.service.textfeed import TextFeed
 from ownvoice.service.voices import VoiceChoice
@@ -84,23 +85,14 @@ def frame_cap(text: str) -> int:
     return MIN_CAP_FRAMES + math.ceil(CAP_FACTOR * FRAMES_PER_SECOND / CHARS_PER_SECOND * units)
 
 
-def split_input(text: str, max_chars: int, language: str | None) -> list[str]:
-    """Sentence-boundary pieces of at most max_chars (one piece when short enough)."""
-    if len(text) <= max_chars:
-        return [text]
-    from ownvoice.textsplit import chunk_text
-
-    lang = None if language in (None, "auto") else language
-    pieces = [p for p in chunk_text(text, max_chars, language=lang) if p.strip()]
-    return pieces or [text]
-
-
 @dataclass
 class SpeechPlan:
     """Everything decided before admission; `work` runs it on the engine thread."""
 
     choice: VoiceChoice
-    pieces: list[str] | TextFeed  # a TextFeed when the text arrives while it is spoken
+    # the text, or the text as it arrives while it is spoken: word by word (LiveText, in the
+    # streaming text mode) or sentence by sentence (TextFeed, in the non-streaming one)
+    pieces: list[str] | LiveText | TextFeed
     options: SynthesisOptions
     max_frames: int | None  # the request's own cap, if any
     instruct: str | None
@@ -134,7 +126,7 @@ class SpeechPlanner:
         TextFeed) as it arrives."""
         req = resolve_task(req)
         if req.ref_audio is not None:
-            return self.plan_clone(req)
+            return self.plan_clone(req, streamed)
         text = "" if streamed else self._check_input(req.input)
         choice = self.voicemap.choose(req.model, req.voice)
         check_role(req.task_type, choice.role, req.voice)
@@ -168,13 +160,7 @@ class SpeechPlanner:
         options = self._options(req, default_language, engine)
         if design is not None and req.seed is None and design.seed is not None:
             options = options.with_(seed=design.seed)  # a fixed seed: the same voice each time
-        limits = self.config.limits
-        if streamed:
-            pieces = TextFeed(
-                limits.max_chunk_chars, options.language, limits.max_input_chars, choice.worker.wake
-            )
-        else:
-            pieces = split_input(text, limits.max_chunk_chars, options.language)
+        options, pieces = self._pieces(text, streamed, options, choice.worker)
         return SpeechPlan(
             choice=choice,
             pieces=pieces,
@@ -190,8 +176,21 @@ class SpeechPlanner:
             ignored=ignored,
         )
 
-    def plan_clone(self, req: SpeechInput) -> SpeechPlan:
-        text = self._check_input(req.input)
+    def _pieces(self, text: str, streamed: bool, options: SynthesisOptions, worker):
+        """The text as pieces: split now, or as it arrives (word by word in the streaming text
+        mode, whole sentences in the non-streaming one)."""
+        limits = self.config.limits
+        if not streamed:
+            return options, split_input(text, limits.max_chunk_chars, options.language)
+        feed = (TextFeed if options.text_mode == "non-streaming" else LiveText)(
+            limits.max_chunk_chars, options.language, limits.max_input_chars, worker.wake
+        )
+        if isinstance(feed, LiveText):
+            options = options.with_(text_mode="streaming")
+        return options, feed
+
+    def plan_clone(self, req: SpeechInput, streamed: bool = False) -> SpeechPlan:
+        text = "" if streamed else self._check_input(req.input)
         worker = self.pool.for_role("clone", param="ref_audio")
         check_reference_source(req.ref_audio or "")
         reference = self._decode_base64(req.ref_audio or "")
@@ -205,9 +204,10 @@ class SpeechPlanner:
             )
         choice = VoiceChoice(worker, "clone", "voice-clone")
         options = self._options(req, None, worker.engine)
+        options, pieces = self._pieces(text, streamed, options, worker)
         return SpeechPlan(
             choice=choice,
-            pieces=split_input(text, self.config.limits.max_chunk_chars, options.language),
+            pieces=pieces,
             options=options,
             max_frames=req.max_frames,
             sampling=_sampling(req),
@@ -292,6 +292,9 @@ def plan_pieces(plan: SpeechPlan, pool, library) -> Callable[[object], Iterator]
 
     def pieces(engine) -> Iterator:
         voice = _voice(plan, engine, pool, library)
+        if isinstance(plan.pieces, LiveText):
+            yield from _live_pieces(plan, engine, voice)
+            return
         for piece in plan.pieces:
             if piece is PENDING:
                 yield PENDING
@@ -304,6 +307,34 @@ def plan_pieces(plan: SpeechPlan, pool, library) -> Callable[[object], Iterator]
             )
 
     return pieces
+
+
+def _live_pieces(plan: SpeechPlan, engine, voice) -> Iterator:
+    """One open sequence per piece of a LiveText, started on its first words."""
+    live: LiveText = plan.pieces
+    k = 0
+    while True:
+        now = live.piece(k)
+        if now is None:
+            return
+        if now is PENDING:
+            yield PENDING
+            continue
+        options = plan.piece_options(now.text, engine)
+
+        def source(k=k):
+            now = live.piece(k)
+            if now is None or now is PENDING:  # cannot happen once piece k has begun
+                raise RuntimeError(f"piece {k} of a streamed text vanished")
+            return replace(now, max_frames=plan.piece_options(now.text, engine).max_frames)
+
+        seq = engine.start_open(source, voice=voice, instruct=plan.instruct, options=options)
+        while not engine.startable(seq):
+            if live.piece(k) is None:  # the text ended with nothing to say
+                return
+            yield PENDING
+        yield seq
+        k += 1
 
 
 def _voice(plan: SpeechPlan, engine, pool, library):

@@ -108,7 +108,8 @@ class Scheduler:
     def _run(self) -> None:
         while True:
             try:
-                if not self._take_inbox(block=not (self._active or self._waiting)):
+                idle = not self._active or self._waiting_for_text()
+                if not self._take_inbox(block=idle and not self._waiting):
                     self._shut_down()
                     return
                 self._resume_parked()
@@ -127,7 +128,8 @@ class Scheduler:
             try:
                 if block:
                     # parked generations are woken by their text, but their deadline is not
-                    timeout = self._keepalive_s or (_PARKED_POLL_S if self._parked else None)
+                    polled = self._parked or self._active
+                    timeout = self._keepalive_s or (_PARKED_POLL_S if polled else None)
                     item = self._inbox.get(timeout=timeout)
                     block = False
                 else:
@@ -135,7 +137,7 @@ class Scheduler:
             except queue.Empty:
                 if block:  # idle for a whole keep-alive interval
                     self._keepalive()
-                    if self._parked:
+                    if self._parked or self._active:
                         return True
                     continue
                 return True
@@ -156,6 +158,10 @@ class Scheduler:
                     future.set_result(fn(self._ensure_loaded()))
                 except BaseException as e:
                     future.set_exception(e)
+
+    def _waiting_for_text(self) -> bool:
+        """Every row of the batch waits for its text (the last step advanced none)."""
+        return bool(getattr(self.engine, "waiting_for_text", False))
 
     def _admit(self) -> None:
         for gen in list(self._waiting):

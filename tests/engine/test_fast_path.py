@@ -148,5 +148,5 @@ def test_the_torch_backends_span_covers_every_rows_newest_position(tiny_checkpoi
     loop.backend.ensure(0, 300)
     for positions in ([5], [63], [64], [63, 64], [127, 3], [128], [129]):
         monkeypatch.setattr(loop, "rows", [SimpleNamespace(position=p) for p in positions])
-        span = loop._span(len(positions))
+        span = loop._span(loop.rows)
         assert span > max(positions) and span % 64 == 0, (positions, span)

@@ -131,7 +131,42 @@ class FakeEngine:
         )
         seq.fake_stop = "eos" if wanted <= seq.max_frames else "max_frames"
         call["frames"] = seq.max_frames  # what it will generate
+        seq.fake_call = call
         return seq
+
+    def start_open(self, source, voice=None, instruct=None, options=None, tag=None) -> Sequence:
+        """Like Engine.start_open: frames_per_char frames per character known so far; a row
+        whose text runs out waits (makes no frame) until more arrives or it is final."""
+        options = options or SynthesisOptions()
+        if options.text_mode == "non-streaming":
+            raise InvalidInput("needs the streaming text mode", param="text_mode")
+        seq = self.start("x", voice, instruct, options.with_(text_mode="streaming"), tag)
+        seq.fake_source = source
+        seq.max_frames = options.max_frames or 1 << 20
+        return seq
+
+    def startable(self, seq: Sequence) -> bool:
+        source = getattr(seq, "fake_source", None)
+        return source is None or bool(source().text.strip())
+
+    @property
+    def waiting_for_text(self) -> bool:
+        return bool(self.rows) and all(self._waits(seq) for seq in self.rows)
+
+    def _waits(self, seq: Sequence) -> bool:
+        """An open row with no frame left to make for its text so far."""
+        source = getattr(seq, "fake_source", None)
+        if source is None or seq.cancelled:
+            return False
+        now = source()
+        frames = max(1, math.ceil(len(now.text) * self.frames_per_char))
+        if now.final:
+            seq.max_frames = min(seq.max_frames, frames)
+            seq.fake_stop = "eos"
+            seq.fake_source = None
+            seq.fake_call["text"] = now.text
+            return False
+        return seq.frames >= frames
 
     def join(self, seq: Sequence) -> None:
         if len(self.rows) >= self.max_batch:
@@ -148,6 +183,8 @@ class FakeEngine:
             if self.frame_delay:
                 time.sleep(self.frame_delay)
         for seq in list(self.rows):
+            if self._waits(seq):
+                continue
             if seq.cancelled and not self.ignore_stop:
                 self.cancelled += 1
                 self._leave(seq)

@@ -67,8 +67,10 @@ def same_audio(a: bytes, b: bytes) -> bool:
     return len(x) == len(y) > 0 and int(np.abs(x - y).max()) <= 1
 
 
-def http_pcm(base: str, text: str) -> bytes:
-    body = {"model": "tts-1", "input": text, "voice": "ryan", "seed": 5, "response_format": "pcm"}
+def http_pcm(base: str, text: str, **extra) -> bytes:
+    """The HTTP path's audio for `text`, in the streaming text mode the WebSocket speaks in."""
+    body = {"model": "tts-1", "input": text, "voice": "ryan", "seed": 5, "response_format": "pcm",
+            "non_streaming_mode": False, **extra}  # fmt: skip
     r = httpx.post(f"{base}/v1/audio/speech", json=body, timeout=300)
     assert r.status_code == 200, r.text
     return r.content
@@ -307,3 +309,22 @@ def test_an_idle_connection_is_closed_but_not_while_it_listens(server, monkeypat
         assert event["code"] == "idle_timeout"
         with pytest.raises(ConnectionClosed):
             ws.recv(timeout=30)
+
+
+def test_non_streaming_mode_speaks_whole_sentences_as_vllm_omni_does(server):
+    """With non_streaming_mode: true each sentence is a generation of its own, started once the
+    sentence is whole, in the non-streaming text mode (vLLM-Omni's sentence-scoped behaviour)."""
+    base, _ = server
+    with connect(ws_url(base)) as ws:
+        ws.send(json.dumps({**CONFIG, "non_streaming_mode": True}))
+        for piece in ("Hello th", "ere. How are"):
+            ws.send(json.dumps({"type": "input.text", "text": piece}))
+        first, _ = events_until(ws, "audio.start")  # the first sentence goes before the rest
+        ws.send(json.dumps({"type": "input.text", "text": " you today?"}))
+        ws.send(json.dumps({"type": "input.done"}))
+        events, _ = events_until(ws, "session.done")
+        events = first + events
+    said = sentences(events)
+    assert [text for text, _ in said] == ["Hello there.", "How are you today?"]
+    for text, pcm in said:
+        assert same_audio(pcm, http_pcm(base, text, non_streaming_mode=True)), text

@@ -95,6 +95,9 @@ class KernelBackend:
     def move(self, src: int, dst: int) -> None:
         self.caches[dst], self.caches[src] = self.caches[src], None
 
+    def swap(self, a: int, b: int) -> None:
+        self.caches[a], self.caches[b] = self.caches[b], self.caches[a]
+
     def ensure(self, slot: int, needed: int) -> None:
         """Grow one sequence's cache (doubling, contents kept) to hold `needed` positions."""
         k, v = self.caches[slot]
@@ -225,6 +228,10 @@ class TorchBackend:
     def move(self, src: int, dst: int) -> None:
         self.cache.k[:, dst] = self.cache.k[:, src]
         self.cache.v[:, dst] = self.cache.v[:, src]
+
+    def swap(self, a: int, b: int) -> None:
+        for t in (self.cache.k, self.cache.v):
+            t[:, [a, b]] = t[:, [b, a]]
 
     def ensure(self, slot: int, needed: int) -> None:
         if needed > self.cache.max_len:

@@ -110,6 +110,7 @@ class FrameLoop:
         self.suppress = talker_logit_mask(V, self.cfg.codec_eos_id, dev)
         self.eos = torch.tensor([self.cfg.codec_eos_id], device=dev)
         self.rows: list[Sequence] = []
+        self.waiting = 0  # rows that sat out the last step for want of text
         self.timer = None  # a PhaseTimer while benchmarking
         self.backend_name = "cpu-kernels" if self.exact_batching else "torch"
         self.compiled = False
@@ -226,9 +227,11 @@ class FrameLoop:
         going = sorted((seq for seq in seqs if seq.slot is not None), key=lambda q: q.slot)
         if not going:
             return events
-        if rows.start == 0 and len(going) == len(self.rows):  # every row: the batched phase
-            rows = slice(0, len(self.rows))
-            bucket = self._bucket(len(self.rows))
+        if rows.start == 0:  # a step: the batched phase over the rows that go, at 0..k-1
+            self._to_front(going)
+            k = len(going)
+            rows = slice(0, k)
+            bucket = self._bucket(k, exact=k < len(self.rows))
             with timer("code_predictor"):
                 self.graphs.run(f"cp/{bucket}", lambda: self._predict_residual(slice(0, bucket)))
         else:  # one row joining, at its slot
@@ -284,41 +287,72 @@ class FrameLoop:
 
     @torch.inference_mode()
     def step(self) -> list[FrameEvent]:
-        """Advance every row by one frame; returns one event per row that made a frame or ended."""
+        """Advance every row by one frame; returns one event per row that made a frame or ended.
+
+        A row whose text is still arriving (an open text) and has no row for this frame sits
+        the step out: it keeps its place, draws no noise and makes no frame (`waiting` counts
+        them); the rows that go are moved to slots 0..m-1 first."""
         if not self.rows:
             return []
-        s, n = self.slots, len(self.rows)
-        timer = self.timer or _untimed
+        s, timer = self.slots, self.timer or _untimed
+        events, ready, text_rows = [], [], []
+        for seq in list(self.rows):
+            row = seq.text_row(seq.frames - 1)
+            if row is not None:
+                ready.append(seq)
+                text_rows.append(row)
+            elif seq.cancelled:  # nothing to wait for any more
+                self._leave(seq)
+                events.append(FrameEvent(seq, None, "cancelled"))
+        self.waiting = len(self.rows) - len(ready)
+        if not ready:
+            return events
+        self._to_front(ready)
+        m = len(ready)
         # 1) feed every row's last frame back and pick its next code0
         with timer("talker"):
-            for seq in self.rows:
+            for seq, row in zip(ready, text_rows, strict=True):
                 self.backend.ensure(seq.slot, seq.position + 1)
-                s.text_row[seq.slot] = seq.prompt.text_row(seq.frames - 1)[0]
+                s.text_row[seq.slot] = row[0]
                 self._draw_noise(seq.slot, seq)
             if getattr(self.backend, "grown", False):
                 self.graphs.reset()  # captured graphs point at the old buffers
                 self.backend.grown = False
-            bucket = self._bucket(n)
-            span = self._span(n)
+            bucket = self._bucket(m, exact=self.waiting > 0)
+            span = self._span(ready)
             self.graphs.run(f"step/{bucket}/{span}", lambda: self._talker_step(bucket, span))
-            for seq in self.rows:
+            for seq in ready:
                 seq.position += 1
         # 2)-4) who ended, codebooks 1..15 for the rest, emit
-        return self._finish_frames(list(self.rows), slice(0, n))
+        return events + self._finish_frames(ready, slice(0, m))
 
-    def _bucket(self, n: int) -> int:
+    def _to_front(self, seqs: list[Sequence]) -> None:
+        """Move `seqs` (rows of the batch) to slots 0..len-1, in their order."""
+        for i, seq in enumerate(seqs):
+            if seq.slot != i:
+                self._swap(i, seq.slot)
+
+    def _swap(self, a: int, b: int) -> None:
+        for t in self.slots.tensors():
+            t[[a, b]] = t[[b, a]]
+        self.backend.swap(a, b)
+        self.rows[a], self.rows[b] = self.rows[b], self.rows[a]
+        self.rows[a].slot, self.rows[b].slot = a, b
+
+    def _bucket(self, n: int, exact: bool = False) -> int:
         """Rows a phase runs over: exactly n, or (under CUDA graphs) the next bucket, whose
-        extra rows compute unused values in free slots."""
-        if not self.graphs.enabled:
+        extra rows compute unused values in free slots. `exact` when rows past n wait for
+        text: a bucket would advance them."""
+        if exact or not self.graphs.enabled:
             return n
         return next((b for b in BATCH_BUCKETS if b >= n), self.max_batch)
 
-    def _span(self, n: int) -> int:
+    def _span(self, rows: list[Sequence]) -> int:
         """Cache positions the talker step reads (torch backend): a multiple of 64 covering every
         row's next position, so one graph serves 64 frames."""
         if isinstance(self.backend, KernelBackend):
             return 0
-        longest = max(seq.position for seq in self.rows) + 1
+        longest = max(seq.position for seq in rows) + 1
         return min(self.backend.capacity, round_up(longest, self.backend.bucket))
 
     def cancel_all(self) -> list[FrameEvent]:
