@@ -353,20 +353,23 @@ class Engine:
         """The chunks due now, without a step (a joined sequence's first; what a step left),
         decoded as read, sequences without audio first."""
         for seq in sorted(self._audio, key=lambda s: s.started_audio):  # stable: newcomers first
-            if seq.due():
+            while seq.due():
                 chunk = seq.chunk()
                 if seq.finished:
                     self._audio.remove(seq)
                 yield seq, chunk
 
     def cancel_all(self) -> list[tuple[Sequence, AudioChunk]]:
-        """End every running sequence now; returns the last chunk of every sequence that had
-        not had it yet (their pending frames decoded)."""
+        """End every running sequence now; returns the chunks every sequence had not had yet
+        (their pending frames decoded), down to each one's last."""
         for event in self._loop.cancel_all():
             event.seq.add(None, event.stop_reason)
             if event.seq not in self._audio:
                 self._audio.append(event.seq)
-        out = [(seq, seq.chunk()) for seq in self._audio if not seq.finished]
+        out = []
+        for seq in self._audio:
+            while not seq.finished:
+                out.append((seq, seq.chunk()))
         self._audio = []
         return out
 

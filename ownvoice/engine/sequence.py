@@ -38,8 +38,8 @@ class Sequence:
     first_chunk_frames: int = 2
     chunk_frames: int = 8
     tag: object = None  # the caller's (e.g. a request id)
-    # frames by which the second chunk is shorter, so that rows which joined together decode
-    # their chunks at different steps instead of all at once (set by Engine.join)
+    # frames by which chunks after the first are decoded late, so that rows which joined
+    # together decode at different steps instead of all at once (set by Engine.join)
     stagger: int = 0
     text: OpenText | None = None  # the text track while the text is still arriving
     codebooks: int = 16  # codes per frame (the model's num_code_groups)
@@ -98,42 +98,48 @@ class Sequence:
         """Ended, and its last chunk went out."""
         return self.done and self._last_sent
 
+    def _target(self) -> int:
+        return self.first_chunk_frames if self._chunks == 0 else self.chunk_frames
+
     def due(self) -> bool:
-        """Whether a chunk is ready: enough frames for the schedule, or the end."""
+        """Whether a chunk is ready: its frames are all there (the first waits for
+        `first_chunk_frames`, later ones for `chunk_frames`, plus `stagger` frames of delay),
+        or the end."""
         if self._last_sent:
             return False
         if self.done:
             return True
-        if self._chunks == 0:
-            target = self.first_chunk_frames
-        elif self._chunks == 1:
-            target = max(1, self.chunk_frames - self.stagger)
-        else:
-            target = self.chunk_frames
-        return len(self._pending) >= target
+        delay = self.stagger if self._chunks else 0
+        return len(self._pending) >= self._target() + delay
 
     def chunk(self) -> AudioChunk:
-        """Decode every pending frame into the next chunk (the last one once done; it always
-        comes, empty when nothing was left to decode)."""
-        if self._pending:
-            codes = torch.cat(self._pending, dim=0)  # (n, 16)
+        """Decode the next chunk: exactly the next `first_chunk_frames`, then `chunk_frames`
+        frames (once ended, what is left: the last chunk, which always comes, empty when
+        nothing was left). The boundaries do not depend on when chunks are read, so a request
+        decodes to the same samples however its audio was collected."""
+        take = len(self._pending)
+        if not self.done or take > self._target():
+            take = min(take, self._target())
+        frames, self._pending = self._pending[:take], self._pending[take:]
+        if frames:
+            codes = torch.cat(frames, dim=0)  # (n, 16)
             samples = self.decoder(codes)
             codes_np = codes.cpu().numpy()
         else:
             samples, codes_np = np.zeros(0, np.float32), np.zeros((0, self.codebooks), np.int64)
+        last = self.done and not self._pending
         chunk = AudioChunk(
             samples=samples,
             codes=codes_np,
             index=self._chunks,
             start_frame=self._start_frame,
-            is_last=self.done,
-            stop_reason=self.stop_reason,
+            is_last=last,
+            stop_reason=self.stop_reason if last else None,
             sample_rate=self.sample_rate,
         )
         self._chunks += 1
         self._start_frame += codes_np.shape[0]
-        self._pending = []
-        self._last_sent = self.done
+        self._last_sent = last
         return chunk
 
     def take(self, frame: torch.Tensor | None, stop_reason: str | None) -> AudioChunk | None:

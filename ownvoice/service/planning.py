@@ -322,10 +322,13 @@ def _live_pieces(plan: SpeechPlan, engine, voice) -> Iterator:
             continue
         options = plan.piece_options(now.text, engine)
 
-        def source(k=k):
+        last = [now]
+
+        def source(k=k, last=last):
             now = live.piece(k)
-            if now is None or now is PENDING:  # cannot happen once piece k has begun
-                raise RuntimeError(f"piece {k} of a streamed text vanished")
+            if now is None or now is PENDING:  # cannot happen once piece k has begun; if it
+                return replace(last[0], final=True)  # did, end the piece where it was
+            last[0] = now
             return replace(now, max_frames=plan.piece_options(now.text, engine).max_frames)
 
         seq = engine.start_open(source, voice=voice, instruct=plan.instruct, options=options)

@@ -205,7 +205,7 @@ class FakeEngine:
 
     def _chunks(self):
         for seq in sorted(self.audio, key=lambda s: s.started_audio):
-            if seq.due():
+            while seq.due():
                 chunk = seq.chunk()
                 if seq.finished:
                     self.audio.remove(seq)
@@ -221,7 +221,10 @@ class FakeEngine:
             seq.add(None, "cancelled")
             if seq not in self.audio:
                 self.audio.append(seq)
-        out = [(seq, seq.chunk()) for seq in self.audio if not seq.finished]
+        out = []
+        for seq in self.audio:
+            while not seq.finished:
+                out.append((seq, seq.chunk()))
         self.audio = []
         return out
 

@@ -4,9 +4,8 @@ the whole text in the streaming text mode (a property test, Hypothesis), with lo
 into pieces, for a preset, a clone and a designed voice. Also: speech starts on the first words,
 before any sentence ends; a session and an HTTP request share one batch.
 
-Real server, real WebSocket client (`websockets`), tiny checkpoints. The engines' codes are
-equal (tests/engine/test_open_text.py); the audio here is compared as the HTTP path's tests
-compare two renderings of the same codes decoded in chunks of other sizes: within one LSB.
+Real server, real WebSocket client (`websockets`), tiny checkpoints; the PCM is compared byte
+for byte.
 """
 
 from __future__ import annotations

@@ -68,9 +68,9 @@ def add_voice(base: str, name: str) -> None:
     assert r.status_code in (200, 201), r.text
 
 
-def http_pcm(base: str, voice: str, text: str) -> bytes:
+def http_pcm(base: str, voice: str, text: str, **extra) -> bytes:
     body = {"model": "tts-1", "voice": voice, "input": text, "response_format": "pcm",
-            "seed": SEED}  # fmt: skip
+            "seed": SEED, **extra}  # fmt: skip
     r = httpx.post(f"{base}/v1/audio/speech", json=body, timeout=120)
     assert r.status_code == 200, r.text
     return r.content
@@ -166,18 +166,20 @@ def test_a_voice_given_by_language_only_and_no_voice_at_all_both_speak(server):
 
 
 def test_streaming_text_speaks_before_the_text_ends(server):
-    _, port, _ = server
+    """Speech starts on the first words (no sentence has ended when audio comes), and the
+    whole is what the HTTP API makes of the whole text in the streaming text mode."""
+    base, port, _ = server
 
     async def run():
         async with AsyncTcpClient("127.0.0.1", port) as client:
             await client.write_event(SynthesizeStart(voice=SynthesizeVoice(name="ryan")).event())
-            for piece in ("Sure! ", "The weather tomorrow ", "is sunny. ", "Highs around"):
+            for piece in ("Sure thing", ", the weather tomorrow ", "is sunny and warm ", "with"):
                 await client.write_event(SynthesizeChunk(text=piece).event())
-            # nothing more is sent until audio arrives: the first sentences are spoken now
+            # nothing more is sent until audio arrives: the first words are spoken now
             early = await read_until(client, "audio-chunk", timeout=20)
-            await client.write_event(SynthesizeChunk(text=" twenty degrees.").event())
+            await client.write_event(SynthesizeChunk(text=" highs around twenty degrees.").event())
             # as Home Assistant does: the whole text once more, for servers that cannot stream
-            whole = "Sure! The weather tomorrow is sunny. Highs around twenty degrees."
+            whole = "Sure thing, the weather tomorrow is sunny and warm with highs around twenty degrees."
             await client.write_event(Synthesize(text=whole).event())
             await client.write_event(SynthesizeStop().event())
             rest = await read_until(client, "synthesize-stopped")
@@ -188,9 +190,9 @@ def test_streaming_text_speaks_before_the_text_ends(server):
     kinds = [e.type for e in rest]
     assert kinds[-2:] == ["audio-stop", "synthesize-stopped"], kinds
     assert kinds.count("audio-start") == 0 and "error" not in kinds  # one stream, no repeat
-    # three pieces spoken in order ("Sure!", then what had arrived, then the held-back end):
-    # at least the frame floor each
-    assert len(pcm_of(early + rest)) >= 3 * 4 * FRAME * 2
+    whole = "Sure thing, the weather tomorrow is sunny and warm with highs around twenty degrees."
+    pcm = pcm_of(early + rest)
+    assert pcm and pcm == http_pcm(base, "ryan", whole, non_streaming_mode=False)
 
 
 def test_streaming_with_no_text_ends_at_once(server):
