@@ -129,9 +129,4 @@ class SnakeBeta(nn.Module):
         # (B, C, T) -> (B, C, T)
         alpha = self.alpha.exp()[None, :, None]
         inv_beta = 1.0 / (self.beta.exp()[None, :, None] + 1e-9)
-        if torch.is_grad_enabled():
-            return x + inv_beta * torch.sin(x * alpha).pow(2)
-        # decoding: the same arithmetic in one buffer (a quarter of the decoder's time went to
-        # the five separate passes and their allocations); bit-identical to the line above
-        y = torch.mul(x, alpha).sin_()
-        return y.mul_(y).mul_(inv_beta).add_(x)
+        return x + inv_beta * torch.sin(x * alpha).pow(2)
