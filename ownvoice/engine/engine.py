@@ -258,10 +258,7 @@ class Engine:
         """Whether `seq` can join: always for a plain one; for an open text, once enough of it
         has arrived (one stable token; an ICL clone's reference frames + 1)."""
         if seq.prompt is None:
-            seq.text.refresh()
-            seq.prompt = seq.text.prompt
-            if seq.text.max_frames is not None:
-                seq.max_frames = seq.text.max_frames
+            seq.refresh_text()
         return seq.prompt is not None
 
     @property

@@ -76,10 +76,6 @@ class OpenText:
     # ---- reading ------------------------------------------------------------------------------
 
     @property
-    def started(self) -> bool:
-        return self.prompt is not None
-
-    @property
     def rows(self) -> torch.Tensor | None:
         """The trailing text rows known so far (1, n, H), without the end-of-text row."""
         return self.prompt.trailing[:, :-1] if self._closed_prompt else self._rows

@@ -70,13 +70,19 @@ class Sequence:
         open text has not arrived (the row then sits out the step)."""
         if self.text is None:
             return self.prompt.text_row(k)
-        self.text.refresh()
-        if self.text.max_frames is not None:
-            self.max_frames = self.text.max_frames
+        self.refresh_text()
         row = self.text.row(k)
         if row is None:
             self.text.waited += 1
         return row
+
+    def refresh_text(self) -> None:
+        """Take what an open text's source has now: its prompt once it can start, more rows,
+        the frame cap for the text so far."""
+        self.text.refresh()
+        self.prompt = self.text.prompt
+        if self.text.max_frames is not None:
+            self.max_frames = self.text.max_frames
 
     def cancel(self) -> None:
         """Stop at the next step boundary (within one frame)."""

@@ -177,3 +177,23 @@ def test_two_sessions_and_an_http_request_share_one_batch(server):
     assert same_audio(results["b"], http_pcm(base, texts["b"], VOICES["preset"], 6))
     assert same_audio(results["http"], http_pcm(base, SENTENCES[0] + " " + SENTENCES[1],
                                                 VOICES["preset"], 9))  # fmt: skip
+
+
+def test_a_session_waiting_for_words_costs_no_steps(server):
+    """While every row waits for text the scheduler sleeps until text arrives (or its poll),
+    instead of spinning through empty steps."""
+    base, app = server
+    scheduler = app.state.pool.workers["cv"]
+    with connect(ws_url(base)) as ws:
+        ws.send(json.dumps({"type": "session.config", "voice": "ryan", "response_format": "pcm",
+                            "stream_audio": True, "seed": 2}))  # fmt: skip
+        ws.send(json.dumps({"type": "input.text", "text": "Well the weather "}))
+        events_until(ws, "audio.start", timeout=120)
+        time.sleep(0.5)  # it has read all it has by now
+        steps = scheduler.steps
+        time.sleep(1.0)
+        idle_steps = scheduler.steps - steps
+        ws.send(json.dumps({"type": "input.text", "text": "is fine."}))
+        ws.send(json.dumps({"type": "input.done"}))
+        events_until(ws, "session.done", timeout=120)
+    assert idle_steps <= 3, idle_steps
