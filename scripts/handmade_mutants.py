@@ -12,6 +12,8 @@ from dataclasses import dataclass
 KERNELS = "ownvoice/kernels/cpu_ops.cpp"
 LOOP = "ownvoice/engine/fast/loop.py"
 SAMPLER = "ownvoice/engine/fast/sampler.py"
+Q8 = "ownvoice/kernels/q8_tile.h"
+Q4 = "ownvoice/kernels/q4_tile.h"
 
 KERNEL_TESTS = ["tests/engine/test_kernels.py", "tests/engine/test_fast_path.py"]
 BATCH_TESTS = ["tests/engine/test_batching.py", "tests/engine/test_fast_path.py"]
@@ -43,15 +45,15 @@ MUTANTS = [
     Mutant(
         "kernel: rows 5 of a 6-row tile remainder dropped",
         KERNELS,
-        "case 5: return few_rows<Fmt, 5>(w, scale, xr, K, N, yr, p0, p1);",
-        "case 5: return few_rows<Fmt, 4>(w, scale, xr, K, N, yr, p0, p1);",
+        "case 5: return few_rows<Fmt, 5>(w, xr, K, N, yr, p0, p1);",
+        "case 5: return few_rows<Fmt, 4>(w, xr, K, N, yr, p0, p1);",
         KERNEL_TESTS,
     ),
     Mutant(
         "kernel: rows 4 of a 6-row tile remainder dropped",
         KERNELS,
-        "case 4: return few_rows<Fmt, 4>(w, scale, xr, K, N, yr, p0, p1);",
-        "case 4: return few_rows<Fmt, 3>(w, scale, xr, K, N, yr, p0, p1);",
+        "case 4: return few_rows<Fmt, 4>(w, xr, K, N, yr, p0, p1);",
+        "case 4: return few_rows<Fmt, 3>(w, xr, K, N, yr, p0, p1);",
         KERNEL_TESTS,
     ),
     Mutant(
@@ -63,9 +65,51 @@ MUTANTS = [
     ),
     Mutant(
         "kernel: int8 scale of the panel's first row for all",
+        Q8,
+        "y[n] = float(out[j]) * sx * q.wscale[n];",
+        "y[n] = float(out[j]) * sx * q.wscale[(p + i) * Q8_PANEL];",
+        KERNEL_TESTS,
+    ),
+    Mutant(
+        "kernel: int8 product drops the last column pair",
+        Q8,
+        "for (int64_t g = 0; g < G; ++g) {",
+        "for (int64_t g = 0; g + 1 < G; ++g) {",
+        KERNEL_TESTS,
+    ),
+    Mutant(
+        "kernel: int4 offset taken off with the wrong weight",
+        Q4,
+        "_mm256_set1_epi32(8 * q.xsum[(m + c) * G + g])",
+        "_mm256_set1_epi32(7 * q.xsum[(m + c) * G + g])",
+        KERNEL_TESTS,
+    ),
+    Mutant(
+        "kernel: int4 scale of the next group",
+        Q4,
+        "q.wscale + ((p + i) * G + g) * 16 + h * 8",
+        "q.wscale + ((p + i) * G + (g + 1) % G) * 16 + h * 8",
+        KERNEL_TESTS,
+    ),
+    Mutant(
+        "kernel: int4 odd row of a batch dropped",
+        Q4,
+        "if (q.M > full) q4_few_rows<Dot, 1>(q, full, p0, p1);",
+        "if (q.M > full + 1) q4_few_rows<Dot, 1>(q, full, p0, p1);",
+        KERNEL_TESTS,
+    ),
+    Mutant(
+        "kernel: activations truncated instead of rounded",
         KERNELS,
-        "out[p][h][c][i] * scale[n]",
-        "out[p][h][c][i] * scale[n0]",
+        "std::nearbyint(r[k] * inv)",
+        "std::trunc(r[k] * inv)",
+        KERNEL_TESTS,
+    ),
+    Mutant(
+        "kernel: AVX-512 VNNI int4 product with its operands swapped",
+        "ownvoice/kernels/intdot_avx512vnni.cpp",
+        "return _mm256_dpbusd_epi32(acc, u, s);",
+        "return _mm256_dpbusd_epi32(acc, s, u);",
         KERNEL_TESTS,
     ),
     Mutant(

@@ -1,7 +1,8 @@
 """`ownvoice bench` as a user runs it, on a tiny checkpoint: every figure is there and sane.
 
 Speed targets live in the benchmark's output, not here; this checks that the benchmark measures
-what it says (split, RTF, first audio, memory, floor, int8 quality, the reference beside it).
+what it says (split, RTF, first audio, memory, floor, the CPU's flags, int8 / int4 quality,
+the reference beside it).
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import pytest
 
 from ownvoice.kernels import cpu_kernels
 
-needs_kernels = pytest.mark.skipif(cpu_kernels() is None, reason="int8 needs the CPU kernels")
+needs_kernels = pytest.mark.skipif(
+    cpu_kernels() is None, reason="the bench's rows need the kernels"
+)
 
 
 def bench(*args, tmp_path):
@@ -29,13 +32,13 @@ def bench(*args, tmp_path):
 
 
 @needs_kernels
-def test_bench_reports_the_split_rtf_first_audio_memory_and_int8_quality(
+def test_bench_reports_the_split_rtf_first_audio_memory_and_quantized_quality(
     tiny_checkpoints, tmp_path
 ):
     model = tiny_checkpoints["0.6B-CustomVoice"]
     table, result = bench(
-        "--model", str(model), "--frames", "12", "--first-chunk", "1", "--int8",
-        tmp_path=tmp_path,
+        "--model", str(model), "--frames", "12", "--first-chunk", "1", "--quantize", "int8,int4",
+        "--text", "Words of my own.", tmp_path=tmp_path,
     )  # fmt: skip
     ours = result["rows"]["ownvoice"]
     for key in ("talker_ms", "code_predictor_ms", "decoder_ms", "total_ms", "ttfa_ms"):
@@ -43,10 +46,21 @@ def test_bench_reports_the_split_rtf_first_audio_memory_and_int8_quality(
     assert ours["frames"] <= 12 and ours["peak_rss"] > 0 and ours["rss_growth"] >= 0
     assert ours["rtf"] == pytest.approx(ours["total_ms"] / 80, rel=1e-6)
     assert 0 < ours["floor_fraction"]
-    q = result["int8_quality"]
-    assert 0.5 < q["code_agreement"] <= 1 and 0 < q["logit_rel_error"] < 0.2
-    assert "ownvoice int8" in result["rows"]
+    assert result["spec"]["text"] == "Words of my own."
+    q8, q4 = result["quality"]["int8"], result["quality"]["int4"]
+    assert q8["mode"] == "int8" and q8["model_type"] == "custom_voice" and q8["prompts"] == 1
+    assert 0.5 < q8["code_agreement"] <= 1 and 0 < q8["logit_rel_error"] < 0.2
+    assert q4["logit_rel_error"] > q8["logit_rel_error"]  # 4 bits cost more than 8
+    assert q8["mel_distance"] >= 0 and q4["mel_distance_takes"] > 0
+    assert result["rows"]["ownvoice int8"]["dtype"] == "w8a12"
+    assert result["rows"]["ownvoice int4"]["dtype"] == "w4a12"
+    assert result["rows"]["ownvoice"]["dtype"] == "bf16>fp32"
+    assert result["cpu"]["kernels"] in result["cpu"]["flags"] or result["cpu"]["kernels"] in (
+        "avx2", "avx512vnni", "avxvnni",
+    )  # fmt: skip
+    assert "avx2" in result["cpu"]["flags"]
     assert "code agreement" in table and "ms/frame" in table and "growth" in table
+    assert "integer kernels: " in table and "log-mel distance" in table
 
 
 @pytest.mark.reference
@@ -69,7 +83,7 @@ def test_bench_runs_the_reference_beside_us(tiny_checkpoints, tmp_path):
 def test_teacher_forcing_reproduces_greedy_codes(tiny_checkpoints):
     """Fed the model's own greedy codes, the forced logits pick those codes again; and an
     engine compared with itself agrees everywhere. A wrong text row or position would not."""
-    from ownvoice.bench.quality import int8_quality
+    from ownvoice.bench.quality import mel_distance, quantized_quality
     from ownvoice.engine.engine import Engine
     from ownvoice.engine.options import SamplingOptions, SynthesisOptions
 
@@ -84,8 +98,11 @@ def test_teacher_forcing_reproduces_greedy_codes(tiny_checkpoints):
     forced = engine.forced_logits(text, codes, voice="ryan", options=options)
     assert np.array_equal(forced.residual.argmax(-1).numpy(), codes[:, 1:])
     assert np.array_equal(forced.code0[:, :2048].argmax(-1).numpy(), codes[:, 0])
-    same = int8_quality(engine, engine, frames=6, prompts=(text,))
-    assert same.code_agreement == 1 and same.logit_rel_error == 0
+    same = quantized_quality(engine, engine, "int8", frames=6, prompts=(text,))
+    assert same.code_agreement == 1 and same.logit_rel_error == 0 and same.mel_distance == 0
+    assert same.mel_distance_takes > 0  # two seeds: two takes
+    audio = engine.synthesize(text, voice="ryan", options=options).audio
+    assert mel_distance(audio, audio) == 0 < mel_distance(audio, audio * 0.5)
 
 
 def test_bench_shared_times_two_processes_against_a_fair_share(tiny_checkpoints, tmp_path):

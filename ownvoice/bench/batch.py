@@ -33,19 +33,20 @@ def run_batch(spec: dict) -> dict:
         use_cuda_graphs=spec.get("cuda_graphs", True), quantize=spec.get("quantize"),
     )  # fmt: skip
     kw = voice_for(engine)
+    text = spec.get("text") or TEXT
     # the server's streaming schedule: a one-frame first chunk, then chunks of 8 frames
     opts = SynthesisOptions(
         language="english", max_frames=frames, first_chunk_frames=1, chunk_frames=8
     )
     # warm-up: every kernel shape of this batch size (and graph capture on CUDA)
-    _run_rows(engine, kw, opts.with_(max_frames=4), B)
+    _run_rows(engine, text, kw, opts.with_(max_frames=4), B)
 
     # 1) throughput
     timer = PhaseTimer(torch.device(engine.device))
     engine.phase_timer = timer
     sync(engine.device)
     t0 = time.perf_counter()
-    steps, decode_s = _run_rows(engine, kw, opts, B)
+    steps, decode_s = _run_rows(engine, text, kw, opts, B)
     sync(engine.device)
     wall = time.perf_counter() - t0
     engine.phase_timer = None
@@ -68,7 +69,7 @@ def run_batch(spec: dict) -> dict:
         backend=engine.backend,
     )
     # 2) a late arrival's time to first audio, through the scheduler
-    ttfa = _late_arrivals(engine, kw, opts, B, probes=spec.get("probes", 5), step_s=step_s)
+    ttfa = _late_arrivals(engine, text, kw, opts, B, probes=spec.get("probes", 5), step_s=step_s)
     result.update(
         ttfa_p50_ms=1e3 * statistics.median(ttfa),
         ttfa_p95_ms=1e3 * float(np.percentile(ttfa, 95)),
@@ -77,7 +78,7 @@ def run_batch(spec: dict) -> dict:
     return result
 
 
-def _run_rows(engine, kw, opts, rows: int) -> tuple[int, float]:
+def _run_rows(engine, text, kw, opts, rows: int) -> tuple[int, float]:
     """Join `rows` requests at once and step until all end; (steps, seconds spent decoding)."""
     decode = [0.0]
 
@@ -90,7 +91,7 @@ def _run_rows(engine, kw, opts, rows: int) -> tuple[int, float]:
 
         return push
 
-    seqs = [engine.start(TEXT, **kw, options=opts.with_(seed=i)) for i in range(rows)]
+    seqs = [engine.start(text, **kw, options=opts.with_(seed=i)) for i in range(rows)]
     for seq in seqs:
         seq.decoder = timed(seq.decoder)
         engine.join(seq)
@@ -102,7 +103,7 @@ def _run_rows(engine, kw, opts, rows: int) -> tuple[int, float]:
     return steps, decode[0]
 
 
-def _late_arrivals(engine, kw, opts, rows: int, probes: int, step_s: float) -> list[float]:
+def _late_arrivals(engine, text, kw, opts, rows: int, probes: int, step_s: float) -> list[float]:
     """Seconds from arrival to first audio for `probes` requests that each arrive at a random
     moment while rows-1 long requests generate (the probe is cancelled after its first chunk)."""
     from ownvoice.service.generation import Generation
@@ -115,7 +116,7 @@ def _late_arrivals(engine, kw, opts, rows: int, probes: int, step_s: float) -> l
 
     def request(options):
         def pieces(e):
-            yield e.start(TEXT, **kw, options=options)
+            yield e.start(text, **kw, options=options)
 
         gen = Generation(pieces, scheduler.admission.admit(), deadline=float("inf"))
         scheduler.submit(gen)

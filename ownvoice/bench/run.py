@@ -25,12 +25,13 @@ class BenchSpec:
     threads: int = 2
     first_chunk: int = 2
     compare_reference: bool = False
-    int8: bool = False
+    quantize_modes: tuple[str, ...] = ()  # single-stream table: also these weights, and quality
     cuda_graphs: bool = True
     repeat: int = 1  # rounds; each round runs every side once, the best round of each is kept
     batch: tuple[int, ...] = ()  # batch sizes to compare (--batch); empty = the single-stream table
-    quantize: str | None = None
+    quantize: str | None = None  # --batch: the weights
     probes: int = 5  # late arrivals timed per batch size
+    text: str | None = None  # what to speak (default: the bench's own sentence)
 
 
 def run_side(side: str, spec: BenchSpec, **extra) -> dict:
@@ -72,6 +73,38 @@ def memory_bandwidth(device: str, threads: int) -> float:
     return x.numel() * 4 / best
 
 
+# instruction sets that decide which kernels run (kernels/intdot.h)
+CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8")
+
+
+def cpu_report() -> dict:
+    """The CPU's model, which of CPU_FLAGS it has, and what our kernels use on it."""
+    from ownvoice.kernels import cpu_kernels
+
+    model, flags = "", set()
+    try:
+        for line in open("/proc/cpuinfo"):
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and not model:
+                model = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = set(value.split())
+    except OSError:
+        pass
+    kernels = cpu_kernels()
+    return dict(
+        model=model,
+        flags=[f for f in CPU_FLAGS if f in flags],
+        kernels=kernels.isa() if kernels is not None else None,
+    )
+
+
+def format_cpu(cpu: dict) -> str:
+    used = cpu["kernels"] or "none (torch's ops)"
+    flags = " ".join(cpu["flags"]) or "-"
+    return f"CPU {cpu['model'] or '?'}: {flags}; integer kernels: {used}"
+
+
 def run_batch_bench(spec: BenchSpec, log=print) -> dict:
     """One process per batch size, in this command; the best of `repeat` rounds per size."""
     rows: dict[int, dict] = {}
@@ -91,8 +124,8 @@ def run_batch_bench(spec: BenchSpec, log=print) -> dict:
 
 def run_bench(spec: BenchSpec, log=print) -> dict:
     sides = [("ownvoice", "ownvoice", {})]
-    if spec.int8:
-        sides.append(("ownvoice int8", "ownvoice", {"quantize": "int8"}))
+    for mode in spec.quantize_modes:
+        sides.append((f"ownvoice {mode}", "ownvoice", {"quantize": mode}))
     if spec.compare_reference:
         sides.append(("qwen-tts 0.1.1", "reference", {}))
     # Rounds interleave the sides, so a slow minute on a shared machine hits all of them; each
@@ -100,7 +133,6 @@ def run_bench(spec: BenchSpec, log=print) -> dict:
     rows: dict = {}
     for round_ in range(spec.repeat):
         for name, side, extra in sides:
-            extra = {"quantize": spec.quantize, **extra}
             log(f"{name} ({spec.dtype}), round {round_ + 1}/{spec.repeat} ...")
             r = run_side(side, spec, **extra)
             if name not in rows or r["total_ms"] < rows[name]["total_ms"]:
@@ -111,10 +143,11 @@ def run_bench(spec: BenchSpec, log=print) -> dict:
             gen_s = (r.get("talker_ms", 0) + r.get("code_predictor_ms", 0)) / 1e3
             r["floor_ms"] = 1e3 * r["bytes_per_frame"] / bandwidth
             r["floor_fraction"] = r["floor_ms"] / 1e3 / gen_s if gen_s else None
-    out = dict(spec=spec.__dict__, bandwidth_gbs=bandwidth / 1e9, rows=rows)
-    if spec.int8:
-        log("int8 quality (teacher-forced logits against the unquantized weights) ...")
-        out["int8_quality"] = run_side("int8_quality", spec)
+    out = dict(spec=spec.__dict__, cpu=cpu_report(), bandwidth_gbs=bandwidth / 1e9, rows=rows)
+    out["quality"] = {}
+    for mode in spec.quantize_modes:
+        log(f"{mode} quality (against the unquantized weights: logits, codes, audio) ...")
+        out["quality"][mode] = run_side("quality", spec, quantize=mode)
     if "qwen-tts 0.1.1" in rows:
         ref = rows["qwen-tts 0.1.1"]["total_ms"]
         out["speedup"] = {
@@ -129,6 +162,8 @@ def format_table(result: dict) -> str:
         f"ownvoice bench: {spec['model']} on {spec['device']} ({spec['threads']} threads), "
         f"{spec['frames']} frames, memory bandwidth {result['bandwidth_gbs']:.1f} GB/s"
     )
+    if result.get("cpu"):
+        head += "\n" + format_cpu(result["cpu"])
     cols = [
         ("engine", 16), ("dtype", 9), ("talker", 7), ("code pred", 9), ("decoder", 8),
         ("ms/frame", 9), ("RTF", 6), ("frames/s", 8), ("TTFA ms", 8), ("peak RSS", 9),
@@ -152,10 +187,11 @@ def format_table(result: dict) -> str:
             f"{100 * r['floor_fraction']:.0f}%" if r.get("floor_fraction") else "-",
         ]
         lines.append(" ".join(str(c).rjust(w) for c, (_, w) in zip(cells, cols, strict=True)))
-    if "int8_quality" in result:
-        from ownvoice.bench.quality import Int8Quality
+    if result.get("quality"):
+        from ownvoice.bench.quality import QuantQuality
 
-        lines.append(Int8Quality(**result["int8_quality"]).summary())
+        for q in result["quality"].values():
+            lines.append(QuantQuality(**q).summary())
     for name, x in result.get("speedup", {}).items():
         lines.append(
             f"{name}: {x:.2f}x faster than qwen-tts 0.1.1 end to end (ms/frame incl. decoding)"

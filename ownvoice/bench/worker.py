@@ -68,7 +68,8 @@ def run_ours(spec: dict) -> dict:
     frames = spec["frames"]
     opts = SynthesisOptions(language="english", seed=0, max_frames=frames)
     t0 = time.perf_counter()
-    engine.synthesize(TEXT, **kw, options=opts.with_(max_frames=8))  # warm-up, graph capture
+    text = spec.get("text") or TEXT
+    engine.synthesize(text, **kw, options=opts.with_(max_frames=8))  # warm-up, graph capture
     warmup_s = time.perf_counter() - t0
 
     # 1) the split: generation phases with a timer, then the decoder alone
@@ -76,7 +77,7 @@ def run_ours(spec: dict) -> dict:
     timed = engine.backend != "eager"
     if timed:
         engine.phase_timer = PhaseTimer(torch.device(engine.device))
-    chunks = list(engine.stream(TEXT, **kw, options=opts.with_(first_chunk_frames=8)))
+    chunks = list(engine.stream(text, **kw, options=opts.with_(first_chunk_frames=8)))
     codes = np.concatenate([c.codes for c in chunks])
     n = len(codes)
     if timed:
@@ -100,7 +101,7 @@ def run_ours(spec: dict) -> dict:
     total_frames = 0
     rss_after_first = rss_max = 0
     for chunk in engine.stream(
-        TEXT, **kw, options=opts.with_(first_chunk_frames=spec["first_chunk"])
+        text, **kw, options=opts.with_(first_chunk_frames=spec["first_chunk"])
     ):
         if first is None:
             first = time.perf_counter() - t0
@@ -156,7 +157,7 @@ def run_reference(spec: dict) -> dict:
     def generate(n):
         torch.manual_seed(0)
         return model.generate_custom_voice(
-            TEXT, speaker=speakers[0], language="english", max_new_tokens=n + 1
+            spec.get("text") or TEXT, speaker=speakers[0], language="english", max_new_tokens=n + 1
         )
 
     generate(8)
@@ -181,15 +182,20 @@ def run_reference(spec: dict) -> dict:
     )
 
 
-def run_int8_quality(spec: dict) -> dict:
-    """Both engines in one process: the logits of the int8 one against the unquantized one."""
-    from ownvoice.bench.quality import int8_quality
+def run_quality(spec: dict) -> dict:
+    """Both engines in one process: the quantized one (spec["quantize"]) against the
+    unquantized one."""
+    from ownvoice.bench.quality import PROMPTS, quantized_quality
     from ownvoice.engine.engine import Engine
 
     kw = dict(device=spec["device"], dtype=spec["dtype"])
     reference = Engine.load(spec["model"], **kw)
-    quantized = Engine.load(spec["model"], quantize="int8", **kw)
-    return int8_quality(reference, quantized, frames=min(spec["frames"], 24)).as_dict()
+    quantized = Engine.load(spec["model"], quantize=spec["quantize"], **kw)
+    prompts = (spec["text"],) if spec.get("text") else PROMPTS
+    return quantized_quality(
+        reference, quantized, spec["quantize"], frames=min(spec["frames"], 24),
+        prompts=prompts, voice=voice_for(reference),
+    ).as_dict()  # fmt: skip
 
 
 def run_batch(spec: dict) -> dict:
@@ -201,7 +207,7 @@ def run_batch(spec: dict) -> dict:
 SIDES = {
     "reference": run_reference,
     "ownvoice": run_ours,
-    "int8_quality": run_int8_quality,
+    "quality": run_quality,
     "batch": run_batch,
 }
 

@@ -1,7 +1,7 @@
 """`ownvoice bench`: ms per frame (talker, code predictor, decoder), RTF, time to first audio,
 peak memory, memory growth after the first chunk (flat = nothing but the preallocated caches;
 try --frames 6000) and the share of the memory-bandwidth floor; optionally beside the official
-package, and with --int8 the int8 speed and its quality cost.
+package, and with --quantize int8,int4 their speed and quality cost.
 
 Use a full-size random checkpoint (`ownvoice dev random-checkpoint --like 0.6B-CustomVoice
 --no-eos --out DIR`) so every run generates exactly --frames frames."""
@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stream", action="store_true", help="report time to first audio (always on)")
     p.add_argument("--first-chunk", type=int, default=2, help="frames in the first streamed chunk")
     p.add_argument("--compare-reference", action="store_true", help="also run qwen-tts 0.1.1")
-    p.add_argument("--int8", action="store_true", help="also run with --quantize int8")
+    p.add_argument("--int8", action="store_true", help="the same as --quantize int8")
     p.add_argument("--no-cuda-graphs", action="store_true")
     p.add_argument("--repeat", type=int, default=1, help="interleaved rounds; best of each kept")
     p.add_argument(
@@ -34,7 +34,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="batch sizes to compare, e.g. 1,2,4,8: aggregate frames/s, per-stream RTF and the "
         "time to first audio of a request arriving while the others run",
     )
-    p.add_argument("--quantize", choices=("int8",), help="weights for --batch (CPU)")
+    p.add_argument(
+        "--quantize",
+        help="integer weights (CPU), e.g. int8 or int8,int4: rows beside the unquantized one, "
+        "each with its quality (code agreement, logit error, log-mel distance); with --batch "
+        "the one weight format to batch with",
+    )
     p.add_argument("--probes", type=int, default=5, help="late arrivals timed per batch size")
     p.add_argument(
         "--shared",
@@ -55,7 +60,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="LLM writing speeds in tokens per second, e.g. 20,60: time to first audio from the "
         "first word when words are spoken as they arrive, against whole sentences",
     )
-    p.add_argument("--text", help="--text-rate: the answer to stream (default: a weather reply)")
+    p.add_argument(
+        "--text",
+        help="what to speak (default: a sentence of the bench's own; with --text-rate a weather "
+        "reply); with --quantize also the one prompt of the quality figures",
+    )
     p.add_argument("--json", help="write the results to this file")
     p.set_defaults(func=run)
 
@@ -107,6 +116,9 @@ def run(args: argparse.Namespace) -> int:
     from ownvoice.bench.batch import format_batch_table
     from ownvoice.bench.run import BenchSpec, format_table, run_batch_bench, run_bench
 
+    modes = _quantize_modes(args)
+    if args.batch and len(modes) > 1:
+        raise InvalidInput("--batch takes one --quantize format", param="quantize")
     device = args.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -121,12 +133,13 @@ def run(args: argparse.Namespace) -> int:
         threads=args.threads or os.cpu_count() or 1,
         first_chunk=args.first_chunk,
         compare_reference=args.compare_reference,
-        int8=args.int8,
+        quantize_modes=modes,
         cuda_graphs=not args.no_cuda_graphs,
         repeat=args.repeat,
         batch=tuple(int(b) for b in args.batch.split(",")) if args.batch else (),
-        quantize=args.quantize,
+        quantize=modes[0] if modes and args.batch else None,
         probes=args.probes,
+        text=args.text,
     )
     log = lambda msg: print(msg, flush=True)  # noqa: E731
     if spec.batch:
@@ -158,3 +171,16 @@ def _text_stream(args: argparse.Namespace) -> int:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)
     return 0
+
+
+def _quantize_modes(args) -> tuple[str, ...]:
+    from ownvoice.engine.options import QUANTIZE
+    from ownvoice.errors import InvalidInput
+
+    modes = [m.strip() for m in (args.quantize or "").split(",") if m.strip()]
+    if args.int8 and "int8" not in modes:
+        modes.insert(0, "int8")
+    for mode in modes:
+        if mode not in QUANTIZE:
+            raise InvalidInput(f"--quantize takes int8 and int4, got {mode!r}", param="quantize")
+    return tuple(dict.fromkeys(modes))

@@ -155,7 +155,7 @@ def load_model(path_or_id: str, config: EngineConfig) -> LoadedModel:
             release_freed_memory()
         elif config.quantize:
             raise InvalidInput(
-                f"quantize={config.quantize!r} is a CPU option (weight-only int8 for our CPU "
+                f"quantize={config.quantize!r} is a CPU option (integer weights for our CPU "
                 f"kernels); on {device.type} leave it unset",
                 param="quantize",
             )
@@ -223,24 +223,28 @@ def _decode_matrix(name: str) -> bool:
 
 def _pack_for_cpu(model: Qwen3TTSModel, config: EngineConfig, stored: torch.dtype):
     """CPU fast path: decode-loop linears in our kernels, weights kept in the checkpoint's own
-    16 bits (exact) or int8 when asked; activations stay in float32. Returns the kernels
-    module, or None where they are not available."""
+    16 bits (exact), or int8 / int4 when asked. Returns the kernels module, or None where they
+    are not available: then unquantized weights stay torch's, and quantized ones run the same
+    integer arithmetic in torch's ops (the portable path, correct but slow)."""
     from ownvoice.engine.fast.packed import pack_talker
     from ownvoice.kernels import cpu_kernels
 
     kernels = cpu_kernels()
-    if kernels is None:
-        if config.quantize:
-            raise InvalidInput(
-                "quantize='int8' needs the CPU kernels (x86-64 with AVX2 and a C++ compiler)",
-                param="quantize",
-            )
+    if kernels is None and not config.quantize:
         return None
-    mode = (
-        "int8" if config.quantize == "int8" else "bf16" if stored == torch.bfloat16 else "float32"
-    )
+    if config.quantize:
+        mode = config.quantize
+    else:
+        mode = "bf16" if stored == torch.bfloat16 else "float32"
     n = pack_talker(model.talker, mode, kernels)
-    log.info("CPU fast path: %d linears in %s", n, mode)
+    if kernels is None:
+        log.warning(
+            "quantize=%r without the CPU kernels (x86-64 with AVX2 and a C++ compiler): the "
+            "portable integer path is exact but much slower than unquantized weights",
+            config.quantize,
+        )
+    else:
+        log.info("CPU fast path: %d linears in %s (%s)", n, mode, kernels.isa())
     return kernels
 
 

@@ -12,6 +12,7 @@ from ownvoice.errors import InvalidInput
 
 TEXT_MODES = ("streaming", "non-streaming")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+QUANTIZE = (None, "int8", "int4")  # integer weights for the CPU kernels (engine/fast/packed.py)
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,8 @@ class EngineConfig:
     use_compile: bool = False
     # None = exact incremental streaming decoder; N = re-decode the last N frames per chunk
     decode_window_frames: int | None = None
-    quantize: str | None = None  # None or "int8" (weight-only, talker + code predictor)
+    # None, "int8" or "int4": talker and code predictor weights for the CPU kernels
+    quantize: str | None = None
     num_threads: int | None = None  # CPU threads for torch; None = torch's default
     # sequences one step can advance together; None = 16 on a GPU, 8 on the CPU
     max_batch: int | None = None
@@ -130,7 +132,8 @@ class EngineConfig:
             raise InvalidInput(
                 f"max_batch must be in 1..64, got {self.max_batch}", param="max_batch"
             )
-        if self.quantize not in (None, "int8"):
+        if self.quantize not in QUANTIZE:
             raise InvalidInput(
-                f"quantize must be None or 'int8', got {self.quantize!r}", param="quantize"
+                f"quantize must be None, 'int8' or 'int4', got {self.quantize!r}",
+                param="quantize",
             )

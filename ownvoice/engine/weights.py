@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
 from ownvoice.model.talker import Talker
 
 _SHORT = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
@@ -20,13 +22,25 @@ def weight_info(talker: Talker, activation_dtype: str) -> WeightInfo:
     mode = getattr(talker.model.layers[0].self_attn.q_proj, "mode", None)
     if mode is None or mode == "float32":
         label = activation_dtype
+    elif mode in _INTEGER:
+        label = _INTEGER[mode]
     else:
         label = f"{mode}>{_SHORT.get(activation_dtype, activation_dtype)}"
     return WeightInfo(
         label=label,
-        bytes_per_frame=_per_frame(talker, lambda t: t.numel() * t.element_size()),
-        params_per_frame=_per_frame(talker, lambda t: t.numel() if t.dim() >= 2 else 0),
+        bytes_per_frame=_per_frame(talker, lambda name, t: t.numel() * t.element_size()),
+        params_per_frame=_per_frame(talker, _params),
     )
+
+
+# integer weights multiply 12-bit integer activations (engine/fast/packed.py)
+_INTEGER = {"int8": "w8a12", "int4": "w4a12"}
+
+
+def _params(name: str, t) -> int:
+    if t.dim() < 2 or name.endswith("scale"):
+        return 0
+    return t.numel() * (2 if t.dtype == torch.uint8 else 1)  # int4: two per byte
 
 
 def _per_frame(talker: Talker, size) -> int:
@@ -36,8 +50,8 @@ def _per_frame(talker: Talker, size) -> int:
 
     def total(module) -> int:
         # packed CPU weights are buffers; count both (norm weights are a rounding error)
-        tensors = list(module.parameters()) + [b for b in module.buffers() if b is not None]
-        return sum(size(t) for t in tensors)
+        tensors = list(module.named_parameters()) + list(module.named_buffers())
+        return sum(size(name, t) for name, t in tensors if t is not None)
 
     per_cp_step = total(cp.model.layers) + total(cp.lm_head[0]) + total(cp.small_to_mtp_projection)
     return total(talker.model.layers) + total(talker.codec_head) + cp.num_steps * per_cp_step

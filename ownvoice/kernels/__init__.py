@@ -21,6 +21,9 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
+# cpu_ops.cpp holds the Python module; the integer products have one unit per instruction set
+SOURCES = ("cpu_ops.cpp", "intdot_avx2.cpp", "intdot_avx512vnni.cpp", "intdot_avxvnni.cpp")
+
 _lock = threading.Lock()
 _state: dict = {}
 
@@ -53,9 +56,12 @@ def cpu_kernels():
 def _build():
     from torch.utils.cpp_extension import get_default_build_root, load
 
-    source = Path(__file__).with_name("cpu_ops.cpp")
-    # the name carries the source's hash: an edited kernel never reuses a stale build
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
+    here = Path(__file__).parent
+    sources = [here / name for name in SOURCES]
+    # the name carries the sources' hash: an edited kernel never reuses a stale build
+    digest = hashlib.sha256(
+        b"".join(f.read_bytes() for f in sorted(here.glob("*.[ch]*")) if f.suffix in (".cpp", ".h"))
+    ).hexdigest()[:12]
     name = f"ownvoice_cpu_ops_{digest}"
     try:
         root = os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()  # as torch
@@ -66,7 +72,7 @@ def _build():
             (build_dir / "lock").unlink(missing_ok=True)  # torch's, left by a killed build
             module = load(
                 name=name,
-                sources=[str(source)],
+                sources=[str(f) for f in sources],
                 build_directory=str(build_dir),
                 extra_cflags=["-O3", "-mavx2", "-mfma", "-fopenmp"],
                 extra_ldflags=["-fopenmp"],

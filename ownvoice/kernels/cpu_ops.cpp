@@ -10,7 +10,8 @@
 // whichever tile computes it (the sequential sum over k, one FMA per term; see "weight panels").
 // So a row's result does not depend on which other rows share the call: a request decodes to
 // the same codes alone or in a batch (see serving.md).
-// AVX2 + FMA (x86-64-v3); the Python side falls back to torch where this is not available.
+// AVX2 + FMA (x86-64-v3); the Python side falls back to torch where this is not available. The
+// int8 products use AVX-512 VNNI or AVX-VNNI where the CPU has them (chosen at run time).
 
 #include <ATen/Parallel.h>
 #include <immintrin.h>
@@ -19,7 +20,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
+
+#include "intdot.h"
 
 namespace {
 
@@ -39,8 +43,8 @@ inline float hsum(__m256 v) {
 // tile computes it. Formats differ only in how 16 weights are loaded:
 //   bf16: lane j of a 256-bit load holds rows j (low half) and j + 8 (high half): a shift makes
 //         rows 0..7 float32, a mask rows 8..15 (two integer ops per 16 weights, no shuffles);
-//   f32:  two plain loads;
-//   int8: two widening conversions; the per-row scale multiplies the finished sum.
+//   f32:  two plain loads.
+// int8 weights have a layout and arithmetic of their own (integer dot products, q8_tile.h).
 
 struct BF16 {
   using W = uint16_t;
@@ -59,21 +63,12 @@ struct F32 {
   }
 };
 
-struct I8 {
-  using W = int8_t;
-  static inline void load(const W* p, __m256& lo, __m256& hi) {
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
-    hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8)));
-  }
-};
-
 constexpr int64_t PANEL = 16;
 
 // NP panels (16 NP rows) x C rows of x, over all of K; y (C, ldy) gets rows n0.. (< N).
 template <class Fmt, int NP, int C>
 inline void tile(const typename Fmt::W* w, int64_t K, const float* x, int64_t ldx, float* y,
-                 int64_t ldy, int64_t n0, int64_t N, const float* scale) {
+                 int64_t ldy, int64_t n0, int64_t N) {
   // the loops over NP, 2 and C are unrolled so the accumulators stay in registers: 2 NP C of
   // them, the two weight vectors and one broadcast at a time (at most 15 of 16 ymm registers)
   __m256 acc[NP][2][C];
@@ -107,65 +102,140 @@ inline void tile(const typename Fmt::W* w, int64_t K, const float* x, int64_t ld
       for (int c = 0; c < C; ++c)
         for (int i = 0; i < 8; ++i) {
           const int64_t n = n0 + p * PANEL + h * 8 + i;
-          if (n < N) y[c * ldy + n] = scale ? out[p][h][c][i] * scale[n] : out[p][h][c][i];
+          if (n < N) y[c * ldy + n] = out[p][h][c][i];
         }
 }
 
 // R rows of x (R < 6) against panels [p0, p1), NP panels at a time where registers allow:
 // at least 8 accumulators keep both FMA units busy despite their latency
 template <class Fmt, int R>
-void few_rows(const typename Fmt::W* w, const float* scale, const float* x, int64_t K, int64_t N,
+void few_rows(const typename Fmt::W* w, const float* x, int64_t K, int64_t N,
               float* y, int64_t p0, int64_t p1) {
   constexpr int NP = R == 1 ? 4 : (R <= 3 ? 2 : 1);
   int64_t p = p0;
-  for (; p + NP <= p1; p += NP) tile<Fmt, NP, R>(w + p * K * PANEL, K, x, K, y, N, p * PANEL, N, scale);
-  for (; p < p1; ++p) tile<Fmt, 1, R>(w + p * K * PANEL, K, x, K, y, N, p * PANEL, N, scale);
+  for (; p + NP <= p1; p += NP) tile<Fmt, NP, R>(w + p * K * PANEL, K, x, K, y, N, p * PANEL, N);
+  for (; p < p1; ++p) tile<Fmt, 1, R>(w + p * K * PANEL, K, x, K, y, N, p * PANEL, N);
 }
 
 // panels [p0, p1) against all M rows of x: 6 rows at a time (12 accumulators), then the rest
 template <class Fmt>
-void panels_block(const typename Fmt::W* w, const float* scale, const float* x, int64_t K, int64_t M,
+void panels_block(const typename Fmt::W* w, const float* x, int64_t K, int64_t M,
                   int64_t N, float* y, int64_t p0, int64_t p1) {
   constexpr int C = 6;
   const int64_t full = M - M % C;
   for (int64_t p = p0; p < p1; ++p)
     for (int64_t m = 0; m < full; m += C)
-      tile<Fmt, 1, C>(w + p * K * PANEL, K, x + m * K, K, y + m * N, N, p * PANEL, N, scale);
+      tile<Fmt, 1, C>(w + p * K * PANEL, K, x + m * K, K, y + m * N, N, p * PANEL, N);
   const float* xr = x + full * K;
   float* yr = y + full * N;
   switch (M - full) {
-    case 5: return few_rows<Fmt, 5>(w, scale, xr, K, N, yr, p0, p1);
-    case 4: return few_rows<Fmt, 4>(w, scale, xr, K, N, yr, p0, p1);
-    case 3: return few_rows<Fmt, 3>(w, scale, xr, K, N, yr, p0, p1);
-    case 2: return few_rows<Fmt, 2>(w, scale, xr, K, N, yr, p0, p1);
-    case 1: return few_rows<Fmt, 1>(w, scale, xr, K, N, yr, p0, p1);
+    case 5: return few_rows<Fmt, 5>(w, xr, K, N, yr, p0, p1);
+    case 4: return few_rows<Fmt, 4>(w, xr, K, N, yr, p0, p1);
+    case 3: return few_rows<Fmt, 3>(w, xr, K, N, yr, p0, p1);
+    case 2: return few_rows<Fmt, 2>(w, xr, K, N, yr, p0, p1);
+    case 1: return few_rows<Fmt, 1>(w, xr, K, N, yr, p0, p1);
     default: return;
   }
 }
 
-// a weight matrix in panels: (P, K, 16) with N <= 16 P logical rows
+// ---- int8 and int4: integer dot products -----------------------------------------------------
+//
+// The activation rows are quantised per row (symmetric, round half to even; 12 bits against int8
+// weights, 8 against int4) and
+// multiplied in integers (q8_tile.h, q4_tile.h); the Python reference (packed.py) does the same
+// arithmetic.
+
+using Q8Fn = void (*)(const Q8Problem&, int64_t, int64_t);
+using Q4Fn = void (*)(const Q4Problem&, int64_t, int64_t);
+
+struct Isa {
+  const char* name;
+  Q8Fn q8;
+  Q4Fn q4;
+  bool supported;
+};
+
+std::vector<Isa> isas() {
+  __builtin_cpu_init();
+  return {
+      {"avx512vnni", q8_panels_avx512vnni, q4_panels_avx512vnni,
+       __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512bw")},
+      {"avxvnni", q8_panels_avxvnni, q4_panels_avxvnni, bool(__builtin_cpu_supports("avxvnni"))},
+      {"avx2", q8_panels_avx2, q4_panels_avx2, true},
+  };
+}
+
+Isa& current_isa() {
+  static Isa chosen = [] {
+    for (const Isa& isa : isas())
+      if (isa.supported) return isa;
+    return isas().back();
+  }();
+  return chosen;
+}
+
+// x (M, K) float32 -> xq (M, Kp) in [-levels, levels] (zero past K) and one scale per row
+template <class T>
+void quantize_rows(const float* x, int64_t M, int64_t K, int64_t Kp, int32_t levels_, T* xq, float* xscale) {
+  for (int64_t m = 0; m < M; ++m) {
+    const float* r = x + m * K;
+    T* out = xq + m * Kp;
+    float amax = 0;
+    for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(r[k]));
+    std::fill(out, out + Kp, T(0));
+    if (amax == 0) {
+      xscale[m] = 0;
+      continue;
+    }
+    const float levels = float(levels_), inv = levels / amax;
+    for (int64_t k = 0; k < K; ++k)
+      out[k] = T(std::min(levels, std::max(-levels, std::nearbyint(r[k] * inv))));
+    xscale[m] = amax / levels;
+  }
+}
+
+// a weight matrix in panels: (P, K, 16) with N <= 16 P logical rows; int8: (P, K / 2, 32);
+// int4 (two per byte, uint8): (P, K / 2, 16)
 struct Weight {
   const void* data = nullptr;
   at::ScalarType dtype = at::kFloat;
   const float* scale = nullptr;
-  int64_t rows = 0, cols = 0, panels = 0;
+  int64_t rows = 0, cols = 0, panels = 0;  // cols: K rounded up to even (int8), to 32 (int4)
+
+  int64_t padded(int64_t k) const {
+    const int64_t step = dtype == at::kChar ? 2 : dtype == at::kByte ? Q4_GROUP : 1;
+    return (k + step - 1) / step * step;
+  }
+  bool takes(int64_t k) const { return padded(k) == cols; }
 };
 
 Weight as_weight(const torch::Tensor& w, const c10::optional<torch::Tensor>& scale, int64_t rows) {
-  TORCH_CHECK(w.dim() == 3 && w.size(2) == PANEL && w.is_contiguous(),
-              "weights must be contiguous (panels, K, 16) tensors");
   Weight r;
-  r.data = w.data_ptr();
   r.dtype = w.scalar_type();
+  TORCH_CHECK(r.dtype == at::kBFloat16 || r.dtype == at::kFloat || r.dtype == at::kChar || r.dtype == at::kByte,
+              "weights must be bfloat16, float32, int8 or int4 (uint8)");
+  const int64_t inner = r.dtype == at::kChar ? 32 : PANEL;
+  TORCH_CHECK(w.dim() == 3 && w.size(2) == inner && w.is_contiguous(),
+              "weights must be contiguous (panels, K, 16) tensors, int8 (panels, K / 2, 32)");
+  r.data = w.data_ptr();
   r.panels = w.size(0);
-  r.cols = w.size(1);
+  r.cols = r.dtype == at::kChar || r.dtype == at::kByte ? 2 * w.size(1) : w.size(1);
   r.rows = rows < 0 ? r.panels * PANEL : rows;
   TORCH_CHECK(r.rows <= r.panels * PANEL && r.rows > (r.panels - 1) * PANEL, "rows do not match the panels");
-  TORCH_CHECK(r.dtype == at::kBFloat16 || r.dtype == at::kFloat || r.dtype == at::kChar,
-              "weights must be bfloat16, float32 or int8");
   if (r.dtype == at::kChar) {
-    TORCH_CHECK(scale.has_value() && scale->numel() >= r.rows && scale->scalar_type() == at::kFloat,
+    TORCH_CHECK(scale.has_value() && scale->numel() >= r.rows && scale->scalar_type() == at::kFloat &&
+                    scale->is_contiguous(),
                 "int8 weights need a float32 scale per row");
+    TORCH_CHECK(r.cols <= Q8_MAX_K, "int8 products are exact up to ", Q8_MAX_K, " columns");
+    r.scale = scale->data_ptr<float>();
+  }
+  if (r.dtype == at::kByte) {
+    TORCH_CHECK(r.cols % Q4_GROUP == 0, "int4 columns come in groups of ", Q4_GROUP);
+    TORCH_CHECK(scale.has_value() && scale->scalar_type() == at::kFloat && scale->is_contiguous() &&
+                    scale->dim() == 3 && scale->size(0) == r.panels &&
+                    scale->size(1) == r.cols / Q4_GROUP && scale->size(2) == PANEL,
+                "int4 weights need a float32 (panels, K / 32, 16) scale per row and group");
     r.scale = scale->data_ptr<float>();
   }
   return r;
@@ -175,15 +245,44 @@ template <class Fmt>
 void matmul_fmt(const Weight& w, const float* x, int64_t M, float* y) {
   const auto* wp = static_cast<const typename Fmt::W*>(w.data);
   at::parallel_for(0, w.panels, 4, [&](int64_t p0, int64_t p1) {
-    panels_block<Fmt>(wp, w.scale, x, w.cols, M, w.rows, y, p0, p1);
+    panels_block<Fmt>(wp, x, w.cols, M, w.rows, y, p0, p1);
   });
 }
 
+void matmul_q8(const Weight& w, const float* x, int64_t M, int64_t K, float* y) {
+  std::vector<int16_t> xq(M * w.cols);
+  std::vector<float> xscale(M);
+  quantize_rows(x, M, K, w.cols, Q8_ACT, xq.data(), xscale.data());
+  const Q8Problem q{static_cast<const int8_t*>(w.data), w.scale, xq.data(), xscale.data(), w.cols / 2,
+                    M, w.rows, y};
+  const Q8Fn fn = current_isa().q8;
+  at::parallel_for(0, w.panels, 4, [&](int64_t p0, int64_t p1) { fn(q, p0, p1); });
+}
+
+void matmul_q4(const Weight& w, const float* x, int64_t M, int64_t K, float* y) {
+  const int64_t G = w.cols / Q4_GROUP;
+  std::vector<int8_t> xq(M * w.cols);
+  std::vector<float> xscale(M);
+  std::vector<int32_t> xsum(M * G);
+  quantize_rows(x, M, K, w.cols, Q4_ACT, xq.data(), xscale.data());
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t g = 0; g < G; ++g) {
+      int32_t s = 0;
+      for (int64_t k = 0; k < Q4_GROUP; ++k) s += xq[m * w.cols + g * Q4_GROUP + k];
+      xsum[m * G + g] = s;
+    }
+  const Q4Problem q{static_cast<const uint8_t*>(w.data), w.scale, xq.data(), xsum.data(), xscale.data(), G,
+                    M, w.rows, y};
+  const Q4Fn fn = current_isa().q4;
+  at::parallel_for(0, w.panels, 4, [&](int64_t p0, int64_t p1) { fn(q, p0, p1); });
+}
+
 // Y (M, N) = X (M, K) W^T
-void matmul(const Weight& w, const float* x, int64_t M, float* y) {
+void matmul(const Weight& w, const float* x, int64_t M, int64_t K, float* y) {
   switch (w.dtype) {
     case at::kBFloat16: return matmul_fmt<BF16>(w, x, M, y);
-    case at::kChar: return matmul_fmt<I8>(w, x, M, y);
+    case at::kChar: return matmul_q8(w, x, M, K, y);
+    case at::kByte: return matmul_q4(w, x, M, K, y);
     default: return matmul_fmt<F32>(w, x, M, y);
   }
 }
@@ -271,8 +370,8 @@ void decode_rows(torch::Tensor x, int64_t layer, torch::Tensor in_norm, torch::T
   const float eps = float(eps_d);
   const Weight Wqkv = as_weight(qkv, qkv_scale, -1), Wo = as_weight(o, o_scale, H);
   const Weight Wgu = as_weight(gate_up, gate_up_scale, -1), Wd = as_weight(down, down_scale, H);
-  TORCH_CHECK(Wqkv.rows == (n_heads + 2 * n_kv) * d && Wo.cols == n_heads * d && Wgu.cols == H &&
-                  Wd.cols == Wgu.rows / 2 && Wqkv.cols == H,
+  TORCH_CHECK(Wqkv.rows == (n_heads + 2 * n_kv) * d && Wo.takes(n_heads * d) && Wgu.takes(H) &&
+                  Wd.takes(Wgu.rows / 2) && Wqkv.takes(H),
               "layer weights do not match the model's shapes");
   const int64_t I = Wgu.rows / 2, Q = Wqkv.rows;
   float* xp = x.data_ptr<float>();
@@ -282,7 +381,7 @@ void decode_rows(torch::Tensor x, int64_t layer, torch::Tensor in_norm, torch::T
 
   // 1) attention: project, normalise and rotate q and k, write every token's k and v
   for (int64_t m = 0; m < M; ++m) rms_norm(xp + m * H, in_norm.data_ptr<float>(), h.data() + m * H, H, eps);
-  matmul(Wqkv, h.data(), M, qkv_out.data());
+  matmul(Wqkv, h.data(), M, H, qkv_out.data());
   const float *qn = q_norm.data_ptr<float>(), *kn = k_norm.data_ptr<float>();
   for (int64_t m = 0; m < M; ++m) {
     float* q = qkv_out.data() + m * Q;
@@ -321,18 +420,18 @@ void decode_rows(torch::Tensor x, int64_t layer, torch::Tensor in_norm, torch::T
       for (int64_t s = 0; s <= last; ++s) axpy(scores[s] / total, vbase + s * d, out, d);
     }
   });
-  matmul(Wo, attn.data(), M, tmp.data());
+  matmul(Wo, attn.data(), M, n_heads * d, tmp.data());
   for (int64_t i = 0; i < M * H; ++i) xp[i] += tmp[i];
 
   // 3) MLP: gate and up share one matrix (rows 0..I-1 gate, I..2I-1 up)
   for (int64_t m = 0; m < M; ++m) rms_norm(xp + m * H, post_norm.data_ptr<float>(), h.data() + m * H, H, eps);
-  matmul(Wgu, h.data(), M, gu.data());
+  matmul(Wgu, h.data(), M, H, gu.data());
   for (int64_t m = 0; m < M; ++m)
     for (int64_t i = 0; i < I; ++i) {
       const float g = gu[m * 2 * I + i];
       h[m * I + i] = g / (1.0f + std::exp(-g)) * gu[m * 2 * I + I + i];
     }
-  matmul(Wd, h.data(), M, tmp.data());
+  matmul(Wd, h.data(), M, I, tmp.data());
   for (int64_t i = 0; i < M * H; ++i) xp[i] += tmp[i];
 }
 
@@ -343,16 +442,41 @@ torch::Tensor linear(torch::Tensor x, torch::Tensor w, c10::optional<torch::Tens
   TORCH_CHECK(x.scalar_type() == at::kFloat && x.dim() == 2 && x.is_contiguous(),
               "x must be a contiguous float32 (M, K) tensor");
   const Weight W = as_weight(w, scale, rows);
-  TORCH_CHECK(W.cols == x.size(1), "x and w disagree on K");
+  TORCH_CHECK(W.takes(x.size(1)), "x and w disagree on K");
   auto y = torch::empty({x.size(0), W.rows}, x.options());
-  matmul(W, x.data_ptr<float>(), x.size(0), y.data_ptr<float>());
+  matmul(W, x.data_ptr<float>(), x.size(0), x.size(1), y.data_ptr<float>());
   if (bias.has_value() && bias->defined()) y.add_(*bias);
   return y;
 }
 
+// ---- instruction sets of the int8 products ----------------------------------------------------
+
+std::vector<std::string> supported_isas() {
+  std::vector<std::string> out;
+  for (const Isa& isa : isas())
+    if (isa.supported) out.push_back(isa.name);
+  return out;
+}
+
+std::string isa() { return current_isa().name; }
+
+void set_isa(const std::string& name) {
+  for (const Isa& isa : isas())
+    if (name == isa.name) {
+      TORCH_CHECK(isa.supported, "this CPU cannot run ", name);
+      current_isa() = isa;
+      return;
+    }
+  TORCH_CHECK(false, "unknown instruction set ", name);
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("linear", &linear, "y = (x @ w.T) [* scale] (+ bias); w: (panels, K, 16) bf16 / f32 / int8 "
-        "holding `rows` rows, x float32");
+  m.def("linear", &linear, "y = (x @ w.T) (+ bias); w: (panels, K, 16) bf16 / f32 or (panels, K / 2, 32) "
+        "int8 with a scale per row, or (panels, K / 2, 16) int4 in uint8 with (panels, K / 32, 16) scales, "
+        "holding `rows` rows; x float32");
+  m.def("isa", &isa, "the instruction set the int8 and int4 products use");
+  m.def("supported_isas", &supported_isas, "instruction sets this CPU can run the int8 products with");
+  m.def("set_isa", &set_isa, "force an instruction set for the int8 products (tests, benchmarks)");
   m.def("decode_rows", &decode_rows,
         "one decoder layer for M new tokens, each with its own cache and position; x updated in place");
 }

@@ -152,7 +152,7 @@ class OptimizationBlock(_Block):
     attention: Literal["sdpa", "eager", "flash_attention_2"] = "sdpa"
     use_compile: bool = False
     use_cuda_graphs: bool = True
-    quantize: Literal["int8"] | None = None  # weight-only int8 on the CPU fast path
+    quantize: Literal["int8", "int4"] | None = None  # integer weights on the CPU fast path
     num_threads: int | None = Field(None, ge=1)  # CPU threads; None = torch's default
     streaming: StreamingBlock = StreamingBlock()
     # accepted from the Qwen3-TTS OpenAI server's config; no effect here (see compat_notes)

@@ -18,6 +18,8 @@ from ownvoice.model.layers import DecoderStack
 def _fuse(linears: list[PackedLinear], arena: Arena):
     """Concatenate the rows (whole panels of 16) of several packed linears into the arena;
     re-point each at its panels."""
+    if len({lin.mode for lin in linears}) != 1:
+        raise ValueError("fused linears must share one storage mode")
     weight = arena.take(torch.cat([lin.weight for lin in linears], dim=0))
     scale = None
     if linears[0].scale is not None:
@@ -25,9 +27,10 @@ def _fuse(linears: list[PackedLinear], arena: Arena):
     start = 0
     for lin in linears:
         n = lin.out_features
-        lin.weight = weight[start // PANEL : (start + n) // PANEL]
-        if scale is not None:
-            lin.scale = scale[start : start + n]
+        panels = slice(start // PANEL, (start + n) // PANEL)
+        lin.weight = weight[panels]
+        if scale is not None:  # int8: a scale per row; int4: (panels, groups, 16)
+            lin.scale = scale[start : start + n] if scale.dim() == 1 else scale[panels]
         start += n
     return weight, scale
 
