@@ -68,3 +68,22 @@ def test_list_speakers_and_languages(tiny_checkpoints):
     proc = say("--model", str(tiny_checkpoints["0.6B-Base"]), "--device", "cpu", "--list-languages")
     assert proc.returncode == 0
     assert proc.stdout.split()[0] == "auto" and "english" in proc.stdout.split()
+
+
+@pytest.mark.parametrize("mode", ["int8", "int4"])
+def test_say_quantize_speaks_with_integer_weights(tiny_checkpoints, tmp_path, mode):
+    """The flag reaches the engine: the codes are those of an engine loaded with it."""
+    from ownvoice.engine.engine import Engine
+    from ownvoice.engine.options import SamplingOptions, SynthesisOptions
+
+    model = str(tiny_checkpoints["1.7B-CustomVoice"])
+    text = "Integer weights, spoken from the command line."
+    codes = tmp_path / "codes.json"
+    proc = say(text, "--model", model, "--speaker", "ryan", "--language", "english", "--greedy",
+               "--max-frames", "20", "--device", "cpu", "--quantize", mode,
+               "-o", str(tmp_path / "q.wav"), "--codes-out", str(codes))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    options = SynthesisOptions(language="english", sampling=SamplingOptions.greedy(), max_frames=20)
+    engine = Engine.load(model, device="cpu", quantize=mode)
+    want = engine.synthesize(text, voice="ryan", options=options).codes.tolist()
+    assert json.loads(codes.read_text()) == want
