@@ -31,6 +31,7 @@ def run_batch(spec: dict) -> dict:
     engine = Engine.load(
         spec["model"], device=spec["device"], dtype=spec["dtype"], max_batch=B,
         use_cuda_graphs=spec.get("cuda_graphs", True), quantize=spec.get("quantize"),
+        decoder_dtype=spec.get("decoder_dtype"),
     )  # fmt: skip
     kw = voice_for(engine)
     text = spec.get("text") or TEXT

@@ -32,6 +32,7 @@ class BenchSpec:
     quantize: str | None = None  # --batch: the weights
     probes: int = 5  # late arrivals timed per batch size
     text: str | None = None  # what to speak (default: the bench's own sentence)
+    decoder_dtype: str | None = None  # the speech decoder's precision in our rows (None = dtype)
 
 
 def run_side(side: str, spec: BenchSpec, **extra) -> dict:
@@ -164,6 +165,8 @@ def format_table(result: dict) -> str:
     )
     if result.get("cpu"):
         head += "\n" + format_cpu(result["cpu"])
+    if spec.get("decoder_dtype"):
+        head += f"\nownvoice's speech decoder in {spec['decoder_dtype']}"
     cols = [
         ("engine", 16), ("dtype", 9), ("talker", 7), ("code pred", 9), ("decoder", 8),
         ("ms/frame", 9), ("RTF", 6), ("frames/s", 8), ("TTFA ms", 8), ("peak RSS", 9),

@@ -62,6 +62,7 @@ def run_ours(spec: dict) -> dict:
         fast=spec.get("fast", True),
         use_cuda_graphs=spec.get("cuda_graphs", True),
         quantize=spec.get("quantize"),
+        decoder_dtype=spec.get("decoder_dtype"),
     )
     load_s = time.perf_counter() - t0
     kw = voice_for(engine)
@@ -190,7 +191,9 @@ def run_quality(spec: dict) -> dict:
 
     kw = dict(device=spec["device"], dtype=spec["dtype"])
     reference = Engine.load(spec["model"], **kw)
-    quantized = Engine.load(spec["model"], quantize=spec["quantize"], **kw)
+    quantized = Engine.load(
+        spec["model"], quantize=spec["quantize"], decoder_dtype=spec.get("decoder_dtype"), **kw
+    )
     prompts = (spec["text"],) if spec.get("text") else PROMPTS
     return quantized_quality(
         reference, quantized, spec["quantize"], frames=min(spec["frames"], 24),

@@ -42,6 +42,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--probes", type=int, default=5, help="late arrivals timed per batch size")
     p.add_argument(
+        "--decoder-dtype",
+        choices=("float32", "bfloat16", "float16"),
+        help="the speech decoder's precision in our rows (default: --dtype); with --quantize "
+        "the quality figures include it",
+    )
+    p.add_argument(
         "--shared",
         action="store_true",
         help="two processes on the same cores: each one's time against a fair share "
@@ -140,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
         quantize=modes[0] if modes and args.batch else None,
         probes=args.probes,
         text=args.text,
+        decoder_dtype=args.decoder_dtype,
     )
     log = lambda msg: print(msg, flush=True)  # noqa: E731
     if spec.batch:

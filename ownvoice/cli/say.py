@@ -51,6 +51,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="integer talker and code-predictor weights (CPU): int8 about 0.7x the time per "
         "frame, int4 about 0.6x, at a cost in fidelity (see README, Speed)",
     )
+    p.add_argument(
+        "--decoder-dtype",
+        choices=("float32", "bfloat16", "float16"),
+        help="the speech decoder's precision (default: --dtype); bfloat16 is about 1.9x faster "
+        "on CPUs with AVX512-BF16 or AMX",
+    )
     p.add_argument("--codes-out", help="also write the codes: a JSON list of frames of 16 ints")
     p.add_argument("--list-speakers", action="store_true")
     p.add_argument("--list-languages", action="store_true")
@@ -71,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
         dtype=args.dtype,
         num_threads=args.threads,
         quantize=args.quantize,
+        decoder_dtype=args.decoder_dtype,
     )
     if args.list_speakers or args.list_languages:
         names = engine.supported_speakers if args.list_speakers else engine.supported_languages

@@ -144,6 +144,8 @@ def load_model(path_or_id: str, config: EngineConfig) -> LoadedModel:
     codec = load_codec(
         folder / "speech_tokenizer", device, dtype, with_encoder=cfg.model_type == "base"
     )
+    if config.decoder_dtype:  # the decoder only: the encoder's reference codes stay as they are
+        codec.decoder.to(getattr(torch, config.decoder_dtype))
     gen = read_json(folder / "generation_config.json")
     max_batch = config.max_batch or (16 if device.type == "cuda" else 8)
     if config.fast:

@@ -153,6 +153,8 @@ class OptimizationBlock(_Block):
     use_compile: bool = False
     use_cuda_graphs: bool = True
     quantize: Literal["int8", "int4"] | None = None  # integer weights on the CPU fast path
+    # the speech decoder's precision (None = dtype); bfloat16 on CPUs with AVX512-BF16 / AMX
+    decoder_dtype: Literal["float32", "bfloat16", "float16"] | None = None
     num_threads: int | None = Field(None, ge=1)  # CPU threads; None = torch's default
     streaming: StreamingBlock = StreamingBlock()
     # accepted from the Qwen3-TTS OpenAI server's config; no effect here (see compat_notes)
@@ -365,6 +367,7 @@ class ServerSettings(BaseSettings):
             use_cuda_graphs=opt.use_cuda_graphs,
             decode_window_frames=opt.streaming.decode_window_frames,
             quantize=opt.quantize,
+            decoder_dtype=opt.decoder_dtype,
             num_threads=opt.num_threads,
         )
 

@@ -7,7 +7,9 @@ same integer arithmetic in torch's ops (packed.py); only the float parts between
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+import torch
 
 from ownvoice.engine.options import SamplingOptions, SynthesisOptions
 
@@ -42,18 +44,51 @@ def test_quantized_weights_run_without_the_kernels(tiny_checkpoints, monkeypatch
 
 
 def test_integer_weights_keep_their_share_of_the_bytes(tiny_checkpoints):
-    """Per frame int8 reads about half the bytes of the checkpoint's bf16 weights, int4 about
-    half of int8's (scales and norms come on top, a large share in a tiny model)."""
+    """int8 matrices hold half the bytes of the checkpoint's bf16, int4 layer matrices half of
+    int8's; with int4 the heads and the input projection stay int8."""
+    from ownvoice.engine.engine import Engine
+    from ownvoice.engine.fast.packed import PackedLinear
+
+    folder = str(tiny_checkpoints["1.7B-CustomVoice"])
+    engines = {m: Engine.load(folder, dtype="float32", quantize=m) for m in (None, "int8", "int4")}
+    infos = {m: e.weight_info() for m, e in engines.items()}
+    assert (infos[None].label, infos["int8"].label, infos["int4"].label) == (
+        "bf16>fp32", "w8a12", "w4a12",
+    )  # fmt: skip
+    assert infos[None].params_per_frame == infos["int8"].params_per_frame
+    assert infos["int8"].params_per_frame == infos["int4"].params_per_frame
+    assert (
+        infos["int4"].bytes_per_frame < infos["int8"].bytes_per_frame < infos[None].bytes_per_frame
+    )
+
+    def packed(engine):
+        talker = engine._m.model.talker
+        return {name: m for name, m in talker.named_modules() if isinstance(m, PackedLinear)}
+
+    bf16, int8, int4 = (packed(engines[m]) for m in (None, "int8", "int4"))
+    assert bf16.keys() == int8.keys() == int4.keys()
+    for name, lin in int4.items():
+        size = lin.weight.numel() * lin.weight.element_size()
+        size8 = int8[name].weight.numel() * int8[name].weight.element_size()
+        size16 = bf16[name].weight.numel() * bf16[name].weight.element_size()
+        assert size8 * 2 == size16, name
+        in_layers = ".layers." in name
+        assert lin.mode == ("int4" if in_layers else "int8"), name
+        assert size * (2 if in_layers else 1) == size8, name
+
+
+def test_a_bfloat16_decoder_changes_the_audio_a_little_and_the_codes_not_at_all(tiny_checkpoints):
+    from ownvoice.bench.quality import mel_distance
     from ownvoice.engine.engine import Engine
 
     folder = str(tiny_checkpoints["1.7B-CustomVoice"])
-    sizes = {
-        mode: Engine.load(folder, dtype="float32", quantize=mode).weight_info()
-        for mode in (None, "int8", "int4")
-    }
-    assert sizes["int8"].label == "w8a12" and sizes["int4"].label == "w4a12"
-    assert sizes[None].params_per_frame == sizes["int8"].params_per_frame
-    assert sizes["int8"].params_per_frame == sizes["int4"].params_per_frame
-    assert 0.45 < sizes["int4"].bytes_per_frame / sizes["int8"].bytes_per_frame < 0.65
-    assert sizes[None].label == "bf16>fp32"
-    assert 0.45 < sizes["int8"].bytes_per_frame / sizes[None].bytes_per_frame < 0.6
+    full = Engine.load(folder, dtype="float32").synthesize(TEXT, voice="ryan", options=OPTIONS)
+    engine = Engine.load(folder, dtype="float32", decoder_dtype="bfloat16")
+    assert engine._m.codec.decoder.pre_conv.conv.weight.dtype == torch.bfloat16
+    half = engine.synthesize(TEXT, voice="ryan", options=OPTIONS)
+    assert np.array_equal(half.codes, full.codes)
+    assert half.audio.dtype == np.float32 and half.audio.shape == full.audio.shape
+    assert not np.array_equal(half.audio, full.audio)
+    rel = np.linalg.norm(half.audio - full.audio) / np.linalg.norm(full.audio)
+    assert rel < 0.1, rel
+    assert mel_distance(half.audio, full.audio) < 0.1
