@@ -100,7 +100,7 @@ MUTANTS = [
     ),
     Mutant(
         "kernel: activations truncated instead of rounded",
-        KERNELS,
+        "ownvoice/kernels/intdot.cpp",
         "std::nearbyint(r[k] * inv)",
         "std::trunc(r[k] * inv)",
         KERNEL_TESTS,

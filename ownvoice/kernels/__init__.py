@@ -22,7 +22,13 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 # cpu_ops.cpp holds the Python module; the integer products have one unit per instruction set
-SOURCES = ("cpu_ops.cpp", "intdot_avx2.cpp", "intdot_avx512vnni.cpp", "intdot_avxvnni.cpp")
+SOURCES = (
+    "cpu_ops.cpp",
+    "intdot.cpp",
+    "intdot_avx2.cpp",
+    "intdot_avx512vnni.cpp",
+    "intdot_avxvnni.cpp",
+)
 
 _lock = threading.Lock()
 _state: dict = {}

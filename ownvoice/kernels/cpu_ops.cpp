@@ -20,10 +20,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <string>
 #include <vector>
 
 #include "intdot.h"
+#include "intdot_matmul.h"
 
 namespace {
 
@@ -138,63 +138,6 @@ void panels_block(const typename Fmt::W* w, const float* x, int64_t K, int64_t M
   }
 }
 
-// ---- int8 and int4: integer dot products -----------------------------------------------------
-//
-// The activation rows are quantised per row (symmetric, round half to even; 12 bits against int8
-// weights, 8 against int4) and
-// multiplied in integers (q8_tile.h, q4_tile.h); the Python reference (packed.py) does the same
-// arithmetic.
-
-using Q8Fn = void (*)(const Q8Problem&, int64_t, int64_t);
-using Q4Fn = void (*)(const Q4Problem&, int64_t, int64_t);
-
-struct Isa {
-  const char* name;
-  Q8Fn q8;
-  Q4Fn q4;
-  bool supported;
-};
-
-std::vector<Isa> isas() {
-  __builtin_cpu_init();
-  return {
-      {"avx512vnni", q8_panels_avx512vnni, q4_panels_avx512vnni,
-       __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512bw")},
-      {"avxvnni", q8_panels_avxvnni, q4_panels_avxvnni, bool(__builtin_cpu_supports("avxvnni"))},
-      {"avx2", q8_panels_avx2, q4_panels_avx2, true},
-  };
-}
-
-Isa& current_isa() {
-  static Isa chosen = [] {
-    for (const Isa& isa : isas())
-      if (isa.supported) return isa;
-    return isas().back();
-  }();
-  return chosen;
-}
-
-// x (M, K) float32 -> xq (M, Kp) in [-levels, levels] (zero past K) and one scale per row
-template <class T>
-void quantize_rows(const float* x, int64_t M, int64_t K, int64_t Kp, int32_t levels_, T* xq, float* xscale) {
-  for (int64_t m = 0; m < M; ++m) {
-    const float* r = x + m * K;
-    T* out = xq + m * Kp;
-    float amax = 0;
-    for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(r[k]));
-    std::fill(out, out + Kp, T(0));
-    if (amax == 0) {
-      xscale[m] = 0;
-      continue;
-    }
-    const float levels = float(levels_), inv = levels / amax;
-    for (int64_t k = 0; k < K; ++k)
-      out[k] = T(std::min(levels, std::max(-levels, std::nearbyint(r[k] * inv))));
-    xscale[m] = amax / levels;
-  }
-}
-
 // a weight matrix in panels: (P, K, 16) with N <= 16 P logical rows; int8: (P, K / 2, 32);
 // int4 (two per byte, uint8): (P, K / 2, 16)
 struct Weight {
@@ -249,40 +192,14 @@ void matmul_fmt(const Weight& w, const float* x, int64_t M, float* y) {
   });
 }
 
-void matmul_q8(const Weight& w, const float* x, int64_t M, int64_t K, float* y) {
-  std::vector<int16_t> xq(M * w.cols);
-  std::vector<float> xscale(M);
-  quantize_rows(x, M, K, w.cols, Q8_ACT, xq.data(), xscale.data());
-  const Q8Problem q{static_cast<const int8_t*>(w.data), w.scale, xq.data(), xscale.data(), w.cols / 2,
-                    M, w.rows, y};
-  const Q8Fn fn = current_isa().q8;
-  at::parallel_for(0, w.panels, 4, [&](int64_t p0, int64_t p1) { fn(q, p0, p1); });
-}
-
-void matmul_q4(const Weight& w, const float* x, int64_t M, int64_t K, float* y) {
-  const int64_t G = w.cols / Q4_GROUP;
-  std::vector<int8_t> xq(M * w.cols);
-  std::vector<float> xscale(M);
-  std::vector<int32_t> xsum(M * G);
-  quantize_rows(x, M, K, w.cols, Q4_ACT, xq.data(), xscale.data());
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t g = 0; g < G; ++g) {
-      int32_t s = 0;
-      for (int64_t k = 0; k < Q4_GROUP; ++k) s += xq[m * w.cols + g * Q4_GROUP + k];
-      xsum[m * G + g] = s;
-    }
-  const Q4Problem q{static_cast<const uint8_t*>(w.data), w.scale, xq.data(), xsum.data(), xscale.data(), G,
-                    M, w.rows, y};
-  const Q4Fn fn = current_isa().q4;
-  at::parallel_for(0, w.panels, 4, [&](int64_t p0, int64_t p1) { fn(q, p0, p1); });
-}
-
 // Y (M, N) = X (M, K) W^T
 void matmul(const Weight& w, const float* x, int64_t M, int64_t K, float* y) {
   switch (w.dtype) {
     case at::kBFloat16: return matmul_fmt<BF16>(w, x, M, y);
-    case at::kChar: return matmul_q8(w, x, M, K, y);
-    case at::kByte: return matmul_q4(w, x, M, K, y);
+    case at::kChar:
+      return int8_matmul(static_cast<const int8_t*>(w.data), w.scale, w.panels, w.cols, w.rows, x, M, K, y);
+    case at::kByte:
+      return int4_matmul(static_cast<const uint8_t*>(w.data), w.scale, w.panels, w.cols, w.rows, x, M, K, y);
     default: return matmul_fmt<F32>(w, x, M, y);
   }
 }
@@ -447,27 +364,6 @@ torch::Tensor linear(torch::Tensor x, torch::Tensor w, c10::optional<torch::Tens
   matmul(W, x.data_ptr<float>(), x.size(0), x.size(1), y.data_ptr<float>());
   if (bias.has_value() && bias->defined()) y.add_(*bias);
   return y;
-}
-
-// ---- instruction sets of the int8 products ----------------------------------------------------
-
-std::vector<std::string> supported_isas() {
-  std::vector<std::string> out;
-  for (const Isa& isa : isas())
-    if (isa.supported) out.push_back(isa.name);
-  return out;
-}
-
-std::string isa() { return current_isa().name; }
-
-void set_isa(const std::string& name) {
-  for (const Isa& isa : isas())
-    if (name == isa.name) {
-      TORCH_CHECK(isa.supported, "this CPU cannot run ", name);
-      current_isa() = isa;
-      return;
-    }
-  TORCH_CHECK(false, "unknown instruction set ", name);
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {

@@ -42,3 +42,4 @@ void q8_panels_avxvnni(const Q8Problem& q, int64_t p0, int64_t p1);
 void q4_panels_avx2(const Q4Problem& q, int64_t p0, int64_t p1);
 void q4_panels_avx512vnni(const Q4Problem& q, int64_t p0, int64_t p1);
 void q4_panels_avxvnni(const Q4Problem& q, int64_t p0, int64_t p1);
+bool avxvnni_built();  // false where the compiler predates AVX-VNNI

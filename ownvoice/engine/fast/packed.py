@@ -1,5 +1,5 @@
 """Linear layers stored compactly for the CPU decode loop: bf16 (lossless for bf16 checkpoints),
-float32, or int8 with one scale per output channel.
+float32, int8 (a scale per output row) or int4 (a scale per row and 32 columns).
 
 bf16 and float32 weights multiply float32 activations. int8 weights multiply 12-bit integer
 activations, int4 weights (a scale per 32 columns) 8-bit ones, each activation row quantised with
@@ -9,7 +9,8 @@ and the portable path where the kernels cannot run.
 
 The weights are kept in the kernels' panel layout (cpu_ops.cpp): (panels, K, 16), 16 rows
 side by side for each k, rows past the matrix zero; int8 in (panels, K / 2, 32), 8 rows x 2
-consecutive k per 16 bytes. `to_panels` / `from_panels` convert.
+consecutive k per 16 bytes; int4 two per byte (kernels/q4_tile.h). `to_panels` / `from_panels`
+and `to_int4_panels` / `from_int4_panels` convert.
 
 `pack_talker(talker, mode)` swaps the decode-time linears of the talker and code predictor in
 place. The text projection and embeddings (prefill only) keep their torch form.
