@@ -16,10 +16,8 @@ has no effect here and why. Keys neither server knows are errors with a "did you
 
 from __future__ import annotations
 
-import difflib
 import ipaddress
 import os
-import typing
 from pathlib import Path
 from typing import Any, Literal
 
@@ -39,6 +37,7 @@ from ownvoice.designs import DesignedVoice, check_design
 from ownvoice.engine.options import EngineConfig
 from ownvoice.errors import InvalidInput
 from ownvoice.server.hosts import origin_key, split_authority
+from ownvoice.server.settings_problems import describe
 from ownvoice.service.config import Limits, ModelSpec, ServiceConfig
 from ownvoice.service.roles import ROLE_TYPES
 from ownvoice.service.roles import model_type_hint as _type_hint
@@ -404,41 +403,10 @@ def load_settings(path: str | os.PathLike | None = None, **overrides) -> ServerS
         return ServerSettings(**data)
     except ValidationError as e:
         where = f"config file {str(path)!r}" if path is not None else "settings"
-        problems = "; ".join(_problem(err) for err in e.errors())
+        # models.<name> also accepts the seed server's hf_id for source
+        aliases = {ModelEntry: ["hf_id"]}
+        problems = "; ".join(describe(err, ServerSettings, aliases) for err in e.errors())
         raise InvalidInput(f"{where}: {problems}", param="config") from e
-
-
-def _problem(err: dict) -> str:
-    loc = tuple(err["loc"])
-    where = ".".join(str(p) for p in loc) or "settings"
-    if err["type"] == "missing" and loc[-1] == "source":
-        return f"{where}: required (or hf_id): a Hugging Face hub id or a checkpoint folder"
-    if err["type"] != "extra_forbidden":
-        return f"{where}: {err['msg']}"
-    known = _keys_at(loc[:-1])
-    guess = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
-    hint = f"did you mean {'.'.join([*map(str, loc[:-1]), guess[0]])}?" if guess else ""
-    listed = f"known here: {', '.join(known)}" if known else ""
-    return f"{where}: unknown key; {hint or listed}".rstrip("; ")
-
-
-def _keys_at(path: tuple) -> list[str]:
-    """The keys the settings accept at `path` (e.g. ("models", "cv") -> source, type, hf_id)."""
-    block: Any = ServerSettings
-    for part in path:
-        if isinstance(block, type) and issubclass(block, BaseModel):
-            field = block.model_fields.get(str(part))
-            if field is None:
-                return []
-            block = field.annotation
-        elif typing.get_origin(block) is dict:
-            block = typing.get_args(block)[1]  # models.<name>: the entry
-        else:
-            return []
-    if not (isinstance(block, type) and issubclass(block, BaseModel)):
-        return []
-    keys = list(block.model_fields)
-    return [*keys, "hf_id"] if block is ModelEntry else keys
 
 
 def model_type_hint(entry: ModelEntry) -> str | None:
