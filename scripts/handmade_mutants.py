@@ -10,12 +10,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 KERNELS = "ownvoice/kernels/cpu_ops.cpp"
+FLOAT_TILE = "ownvoice/kernels/float_tile.h"
+SPEECH_DECODER = "ownvoice/engine/fast/speech_decoder.py"
 LOOP = "ownvoice/engine/fast/loop.py"
 SAMPLER = "ownvoice/engine/fast/sampler.py"
 Q8 = "ownvoice/kernels/q8_tile.h"
 Q4 = "ownvoice/kernels/q4_tile.h"
 
 KERNEL_TESTS = ["tests/engine/test_kernels.py", "tests/engine/test_fast_path.py"]
+DECODER_TESTS = [
+    "tests/codec/test_codec_streaming.py",
+    "tests/engine/test_fast_path.py::test_fast_equals_eager_greedy",
+]
 BATCH_TESTS = ["tests/engine/test_batching.py", "tests/engine/test_fast_path.py"]
 PARITY_FAST = [
     "tests/parity/test_modes.py::test_the_fast_path_matches_the_reference_greedy",
@@ -37,30 +43,30 @@ MUTANTS = [
     # ---- C++ kernels (class 1: tails and remainders) ----
     Mutant(
         "kernel: last lone panel dropped",
-        KERNELS,
+        FLOAT_TILE,
         "for (; p < p1; ++p) tile<Fmt, 1, R>",
         "for (; p + 1 < p1; ++p) tile<Fmt, 1, R>",
         KERNEL_TESTS,
     ),
     Mutant(
         "kernel: rows 5 of a 6-row tile remainder dropped",
-        KERNELS,
-        "case 5: return few_rows<Fmt, 5>(w, xr, K, N, yr, p0, p1);",
-        "case 5: return few_rows<Fmt, 4>(w, xr, K, N, yr, p0, p1);",
+        FLOAT_TILE,
+        "case 5: return few_rows<Fmt, 5>(w, rest, K, N, yr, ldy, p0, p1);",
+        "case 5: return few_rows<Fmt, 4>(w, rest, K, N, yr, ldy, p0, p1);",
         KERNEL_TESTS,
     ),
     Mutant(
         "kernel: rows 4 of a 6-row tile remainder dropped",
-        KERNELS,
-        "case 4: return few_rows<Fmt, 4>(w, xr, K, N, yr, p0, p1);",
-        "case 4: return few_rows<Fmt, 3>(w, xr, K, N, yr, p0, p1);",
+        FLOAT_TILE,
+        "case 4: return few_rows<Fmt, 4>(w, rest, K, N, yr, ldy, p0, p1);",
+        "case 4: return few_rows<Fmt, 3>(w, rest, K, N, yr, ldy, p0, p1);",
         KERNEL_TESTS,
     ),
     Mutant(
-        "kernel: last weight of K skipped",
-        KERNELS,
-        "for (int64_t k = 0; k < K; ++k) {",
-        "for (int64_t k = 0; k + 1 < K; ++k) {",
+        "kernel: last weight of each run of K skipped",
+        FLOAT_TILE,
+        "for (int64_t k = k0; k < k0 + r.seg; ++k) {",
+        "for (int64_t k = k0; k + 1 < k0 + r.seg; ++k) {",
         KERNEL_TESTS,
     ),
     Mutant(
@@ -114,7 +120,7 @@ MUTANTS = [
     ),
     Mutant(
         "kernel: bf16 high half loses a mantissa bit",
-        KERNELS,
+        FLOAT_TILE,
         "static_cast<int>(0xFFFF0000u)",
         "static_cast<int>(0xFFFE0000u)",
         KERNEL_TESTS,
@@ -172,8 +178,8 @@ MUTANTS = [
     Mutant(
         "fast loop: trailing text one frame late",
         LOOP,
-        "seq.prompt.text_row(seq.frames - 1)[0]",
-        "seq.prompt.text_row(seq.frames)[0]",
+        "row = seq.text_row(seq.frames - 1)",
+        "row = seq.text_row(seq.frames)",
         PARITY_FAST,
     ),
     Mutant(
@@ -190,11 +196,47 @@ MUTANTS = [
         "            for t in self.slots.tensors()[1:]:\n                t[slot] = t[last]\n",
         BATCH_TESTS,
     ),
+    # ---- the speech decoder on the kernels ----
+    Mutant(
+        "kernel: a long product's last row block dropped",
+        FLOAT_TILE,
+        "M >= 2 * ROW_BLOCK ? (M + ROW_BLOCK - 1) / ROW_BLOCK : 1",
+        "M >= 2 * ROW_BLOCK ? M / ROW_BLOCK : 1",
+        KERNEL_TESTS,
+    ),
+    Mutant(
+        "kernel: convolution taps read without dilation",
+        KERNELS,
+        "const Rows r{x.data_ptr<float>() + b * T * C, C, C, dilation * C};",
+        "const Rows r{x.data_ptr<float>() + b * T * C, C, C, C};",
+        KERNEL_TESTS,
+    ),
+    Mutant(
+        "speech decoder: transposed convolution taps in the wrong order",
+        SPEECH_DECODER,
+        "w = conv.weight.view(c_in, c_out, taps, s).flip(2)",
+        "w = conv.weight.view(c_in, c_out, taps, s)",
+        DECODER_TESTS,
+    ),
+    Mutant(
+        "speech decoder: attention cache one frame short",
+        SPEECH_DECODER,
+        "keep = min(self.window - 1, k.shape[2])",
+        "keep = min(self.window - 2, k.shape[2])",
+        DECODER_TESTS,
+    ),
+    Mutant(
+        "speech decoder: depthwise conv tail not carried",
+        SPEECH_DECODER,
+        "full = state.with_tail(id(self), x, self.dw_context)",
+        "full = torch.cat([x.new_zeros(B, self.dw_context, C), x], dim=1)",
+        DECODER_TESTS,
+    ),
     Mutant(  # only differs when a row's position is a multiple of 64: long parity cases
         "fast loop: torch backend reads one position short",
         LOOP,
-        "longest = max(seq.position for seq in self.rows) + 1",
-        "longest = max(seq.position for seq in self.rows)",
+        "longest = max(seq.position for seq in rows) + 1",
+        "longest = max(seq.position for seq in rows)",
         PARITY_FAST,
     ),
     Mutant(

@@ -54,3 +54,21 @@ def test_nothing_outside_the_engine_touches_its_private_attributes():
             continue
         for n, line in enumerate(path.read_text().splitlines(), 1):
             assert not private.search(line), f"{path.relative_to(PACKAGE)}:{n}: {line.strip()}"
+
+
+def test_every_hand_made_mutant_still_applies():
+    """`make mutation MODULES=handmade` mutates text of the kernels and the fast path; a mutant
+    whose text moved or changed would only be reported when someone runs it (20 minutes), so
+    each must still match exactly one place, and its tests must exist."""
+    root = PACKAGE.parent
+    sys.path.insert(0, str(root / "scripts"))
+    try:
+        from handmade_mutants import MUTANTS
+    finally:
+        sys.path.remove(str(root / "scripts"))
+    for mutant in MUTANTS:
+        text = (root / mutant.path).read_text(encoding="utf-8")
+        assert text.count(mutant.old) == 1, f"{mutant.name!r}: not exactly once in {mutant.path}"
+        assert mutant.new != mutant.old, mutant.name
+        for test in mutant.tests:
+            assert (root / test.split("::")[0]).is_file(), f"{mutant.name!r}: no {test}"

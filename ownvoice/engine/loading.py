@@ -48,6 +48,9 @@ class LoadedModel:
     decode_window_frames: int | None
     fingerprint: str  # identifies the speaker encoder + codec a VoicePrompt was made with
     loop: object = None  # FrameLoop (fast path) or EagerLoop (parity path)
+    # the speech decoder on our CPU kernels (engine/fast/speech_decoder.py); when set, the
+    # reference decoder's weights were freed (codec.decoder is None)
+    speech_decoder: object = None
 
     def new_stream_decoder(
         self, ref_codes: torch.Tensor | None
@@ -57,9 +60,12 @@ class LoadedModel:
         In ICL mode the reference codes are decoded first as left context and their audio
         dropped, exactly as upstream decodes cat(ref_codes, codes) and cuts the reference off.
         """
+        from ownvoice.engine.fast.speech_decoder import KernelStreamingDecoder
         from ownvoice.model.codec.streaming import StreamingDecoder, WindowedDecoder
 
-        if self.decode_window_frames:
+        if self.speech_decoder is not None:
+            dec = KernelStreamingDecoder(self.speech_decoder)
+        elif self.decode_window_frames:
             dec = WindowedDecoder(self.codec.decoder, window=self.decode_window_frames)
         else:
             dec = StreamingDecoder(self.codec.decoder)
@@ -148,12 +154,14 @@ def load_model(path_or_id: str, config: EngineConfig) -> LoadedModel:
         codec.decoder.to(getattr(torch, config.decoder_dtype))
     gen = read_json(folder / "generation_config.json")
     max_batch = config.max_batch or (16 if device.type == "cuda" else 8)
+    speech_decoder = None
     if config.fast:
         from ownvoice.engine.fast.loop import FrameLoop
 
         kernels = None
         if device.type == "cpu":
             kernels = _pack_for_cpu(model, config, stored)
+            speech_decoder = _kernel_speech_decoder(codec, config, kernels)
             release_freed_memory()
         elif config.quantize:
             raise InvalidInput(
@@ -189,6 +197,7 @@ def load_model(path_or_id: str, config: EngineConfig) -> LoadedModel:
         decode_window_frames=config.decode_window_frames,
         fingerprint=_fingerprint(cfg, model),
         loop=loop,
+        speech_decoder=speech_decoder,
     )
 
 
@@ -248,6 +257,22 @@ def _pack_for_cpu(model: Qwen3TTSModel, config: EngineConfig, stored: torch.dtyp
     else:
         log.info("CPU fast path: %d linears in %s (%s)", n, mode, kernels.isa())
     return kernels
+
+
+def _kernel_speech_decoder(codec, config: EngineConfig, kernels):
+    """The float32 speech decoder on the CPU kernels (within 1e-5 of the reference, faster on
+    a streaming chunk), or None where it does not apply: no kernels, a reduced-precision
+    decoder (torch's bf16 products are native on CPUs that have them) or the windowed
+    approximation. Frees the reference decoder's weights: the kernels hold their own copy."""
+    if kernels is None or config.decode_window_frames:
+        return None
+    if codec.decoder.pre_conv.conv.weight.dtype != torch.float32:
+        return None
+    from ownvoice.engine.fast.speech_decoder import KernelCodecDecoder
+
+    decoder = KernelCodecDecoder(codec.decoder, kernels)
+    codec.decoder = None
+    return decoder
 
 
 def release_freed_memory() -> None:

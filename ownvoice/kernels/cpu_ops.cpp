@@ -1,15 +1,12 @@
-// CPU kernels of the decode loop. (1) Matrix products with weights stored in 16 or 8 bits,
-// activations and accumulation in float32. (2) One whole decoder layer for a set of new tokens
-// (norms, q/k norm, RoPE, KV-cache write, attention, MLP), so a decode step is a handful of
-// calls instead of hundreds of small torch ops. At batch 1 a decode step is bound by how fast weight
-// bytes stream from memory; with B rows each weight is read once for all of them.
-//
-//   y[m, n] = sum_k x[m, k] * w[n, k]          (x: (M, K) float32, w: (N, K))
+// CPU kernels of the decode loop and the speech decoder. (1) Matrix products with weights
+// stored in 16, 8 or 4 bits (float_tile.h, q8_tile.h, q4_tile.h). (2) One whole decoder layer for
+// a set of new tokens (norms, q/k norm, RoPE, KV-cache write, attention, MLP), so a decode step
+// is a handful of calls instead of hundreds of small torch ops. At batch 1 a decode step is bound
+// by how fast weight bytes stream from memory; with B rows each weight is read once for all of
+// them. (3) Causal convolutions over channels-last input as the same products (conv_rows).
 //
 // Batch invariance: every output element is reduced in one fixed order whatever M is and
-// whichever tile computes it (the sequential sum over k, one FMA per term; see "weight panels").
-// So a row's result does not depend on which other rows share the call: a request decodes to
-// the same codes alone or in a batch (see serving.md).
+// whichever tile computes it, so a request decodes to the same codes alone or in a batch.
 // AVX2 + FMA (x86-64-v3); the Python side falls back to torch where this is not available. The
 // int8 products use AVX-512 VNNI or AVX-VNNI where the CPU has them (chosen at run time).
 
@@ -22,6 +19,7 @@
 #include <cstring>
 #include <vector>
 
+#include "float_tile.h"
 #include "intdot.h"
 #include "intdot_matmul.h"
 
@@ -32,110 +30,6 @@ inline float hsum(__m256 v) {
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
-}
-
-// ---- weight panels ------------------------------------------------------------------------------
-//
-// A weight matrix (N, K) is stored as panels of 16 rows, k-major: panel p holds rows 16p..16p+15,
-// and for each k their 16 weights side by side (rows past N are zero). One step of a tile loads
-// the 16 weights of one k as two vectors of 8 rows and multiplies them with x[m, k] broadcast:
-// every output element is the sequential sum over k = 0, 1, 2, ... of one FMA each, whichever
-// tile computes it. Formats differ only in how 16 weights are loaded:
-//   bf16: lane j of a 256-bit load holds rows j (low half) and j + 8 (high half): a shift makes
-//         rows 0..7 float32, a mask rows 8..15 (two integer ops per 16 weights, no shuffles);
-//   f32:  two plain loads.
-// int8 weights have a layout and arithmetic of their own (integer dot products, q8_tile.h).
-
-struct BF16 {
-  using W = uint16_t;
-  static inline void load(const W* p, __m256& lo, __m256& hi) {
-    const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    lo = _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
-    hi = _mm256_castsi256_ps(_mm256_and_si256(u, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
-  }
-};
-
-struct F32 {
-  using W = float;
-  static inline void load(const W* p, __m256& lo, __m256& hi) {
-    lo = _mm256_loadu_ps(p);
-    hi = _mm256_loadu_ps(p + 8);
-  }
-};
-
-constexpr int64_t PANEL = 16;
-
-// NP panels (16 NP rows) x C rows of x, over all of K; y (C, ldy) gets rows n0.. (< N).
-template <class Fmt, int NP, int C>
-inline void tile(const typename Fmt::W* w, int64_t K, const float* x, int64_t ldx, float* y,
-                 int64_t ldy, int64_t n0, int64_t N) {
-  // the loops over NP, 2 and C are unrolled so the accumulators stay in registers: 2 NP C of
-  // them, the two weight vectors and one broadcast at a time (at most 15 of 16 ymm registers)
-  __m256 acc[NP][2][C];
-#pragma GCC unroll 8
-  for (int p = 0; p < NP; ++p)
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) acc[p][0][c] = acc[p][1][c] = _mm256_setzero_ps();
-  for (int64_t k = 0; k < K; ++k) {
-#pragma GCC unroll 8
-    for (int p = 0; p < NP; ++p) {
-      __m256 lo, hi;
-      Fmt::load(w + (p * K + k) * PANEL, lo, hi);
-#pragma GCC unroll 8
-      for (int c = 0; c < C; ++c) {
-        const __m256 xb = _mm256_broadcast_ss(x + c * ldx + k);
-        acc[p][0][c] = _mm256_fmadd_ps(lo, xb, acc[p][0][c]);
-        acc[p][1][c] = _mm256_fmadd_ps(hi, xb, acc[p][1][c]);
-      }
-    }
-  }
-  alignas(32) float out[NP][2][C][8];
-#pragma GCC unroll 8
-  for (int p = 0; p < NP; ++p)
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) {
-      _mm256_store_ps(out[p][0][c], acc[p][0][c]);
-      _mm256_store_ps(out[p][1][c], acc[p][1][c]);
-    }
-  for (int p = 0; p < NP; ++p)
-    for (int h = 0; h < 2; ++h)
-      for (int c = 0; c < C; ++c)
-        for (int i = 0; i < 8; ++i) {
-          const int64_t n = n0 + p * PANEL + h * 8 + i;
-          if (n < N) y[c * ldy + n] = out[p][h][c][i];
-        }
-}
-
-// R rows of x (R < 6) against panels [p0, p1), NP panels at a time where registers allow:
-// at least 8 accumulators keep both FMA units busy despite their latency
-template <class Fmt, int R>
-void few_rows(const typename Fmt::W* w, const float* x, int64_t K, int64_t N,
-              float* y, int64_t p0, int64_t p1) {
-  constexpr int NP = R == 1 ? 4 : (R <= 3 ? 2 : 1);
-  int64_t p = p0;
-  for (; p + NP <= p1; p += NP) tile<Fmt, NP, R>(w + p * K * PANEL, K, x, K, y, N, p * PANEL, N);
-  for (; p < p1; ++p) tile<Fmt, 1, R>(w + p * K * PANEL, K, x, K, y, N, p * PANEL, N);
-}
-
-// panels [p0, p1) against all M rows of x: 6 rows at a time (12 accumulators), then the rest
-template <class Fmt>
-void panels_block(const typename Fmt::W* w, const float* x, int64_t K, int64_t M,
-                  int64_t N, float* y, int64_t p0, int64_t p1) {
-  constexpr int C = 6;
-  const int64_t full = M - M % C;
-  for (int64_t p = p0; p < p1; ++p)
-    for (int64_t m = 0; m < full; m += C)
-      tile<Fmt, 1, C>(w + p * K * PANEL, K, x + m * K, K, y + m * N, N, p * PANEL, N);
-  const float* xr = x + full * K;
-  float* yr = y + full * N;
-  switch (M - full) {
-    case 5: return few_rows<Fmt, 5>(w, xr, K, N, yr, p0, p1);
-    case 4: return few_rows<Fmt, 4>(w, xr, K, N, yr, p0, p1);
-    case 3: return few_rows<Fmt, 3>(w, xr, K, N, yr, p0, p1);
-    case 2: return few_rows<Fmt, 2>(w, xr, K, N, yr, p0, p1);
-    case 1: return few_rows<Fmt, 1>(w, xr, K, N, yr, p0, p1);
-    default: return;
-  }
 }
 
 // a weight matrix in panels: (P, K, 16) with N <= 16 P logical rows; int8: (P, K / 2, 32);
@@ -184,23 +78,17 @@ Weight as_weight(const torch::Tensor& w, const c10::optional<torch::Tensor>& sca
   return r;
 }
 
-template <class Fmt>
-void matmul_fmt(const Weight& w, const float* x, int64_t M, float* y) {
-  const auto* wp = static_cast<const typename Fmt::W*>(w.data);
-  at::parallel_for(0, w.panels, 4, [&](int64_t p0, int64_t p1) {
-    panels_block<Fmt>(wp, x, w.cols, M, w.rows, y, p0, p1);
-  });
-}
-
 // Y (M, N) = X (M, K) W^T
 void matmul(const Weight& w, const float* x, int64_t M, int64_t K, float* y) {
   switch (w.dtype) {
-    case at::kBFloat16: return matmul_fmt<BF16>(w, x, M, y);
+    case at::kBFloat16:
+      return float_matmul<BF16>(static_cast<const uint16_t*>(w.data), w.panels, w.cols, w.rows, Rows{x, K, K, 0}, M, y);
     case at::kChar:
       return int8_matmul(static_cast<const int8_t*>(w.data), w.scale, w.panels, w.cols, w.rows, x, M, K, y);
     case at::kByte:
       return int4_matmul(static_cast<const uint8_t*>(w.data), w.scale, w.panels, w.cols, w.rows, x, M, K, y);
-    default: return matmul_fmt<F32>(w, x, M, y);
+    default:
+      return float_matmul<F32>(static_cast<const float*>(w.data), w.panels, w.cols, w.rows, Rows{x, K, K, 0}, M, y);
   }
 }
 
@@ -366,10 +254,39 @@ torch::Tensor linear(torch::Tensor x, torch::Tensor w, c10::optional<torch::Tens
   return y;
 }
 
+// A causal convolution over channels-last input as one product (see Rows in float_tile.h):
+//   y[b, t] = bias + sum_j W_j x[b, t + j * dilation],  t = 0 .. T_in - (taps - 1) * dilation - 1
+// x (B, T_in, C_in) float32 (its first (taps - 1) * dilation samples are the left context);
+// w: panels of the (rows, taps * C_in) matrix whose columns are tap-major (j, c_in).
+torch::Tensor conv_rows(torch::Tensor x, torch::Tensor w, c10::optional<torch::Tensor> bias,
+                        int64_t rows, int64_t taps, int64_t dilation) {
+  TORCH_CHECK(x.scalar_type() == at::kFloat && x.dim() == 3 && x.is_contiguous(),
+              "x must be a contiguous float32 (B, T, C) tensor");
+  const Weight W = as_weight(w, c10::nullopt, rows);
+  TORCH_CHECK(W.dtype == at::kFloat || W.dtype == at::kBFloat16, "convolutions take float weights");
+  const int64_t B = x.size(0), T = x.size(1), C = x.size(2), span = (taps - 1) * dilation;
+  TORCH_CHECK(taps >= 1 && dilation >= 1 && W.cols == taps * C, "w does not match taps x channels");
+  TORCH_CHECK(T > span, "the input is shorter than the convolution's context");
+  const int64_t M = T - span;
+  auto y = torch::empty({B, M, W.rows}, x.options());
+  for (int64_t b = 0; b < B; ++b) {
+    const Rows r{x.data_ptr<float>() + b * T * C, C, C, dilation * C};
+    float* yb = y.data_ptr<float>() + b * M * W.rows;
+    if (W.dtype == at::kFloat)
+      float_matmul<F32>(static_cast<const float*>(W.data), W.panels, W.cols, W.rows, r, M, yb);
+    else
+      float_matmul<BF16>(static_cast<const uint16_t*>(W.data), W.panels, W.cols, W.rows, r, M, yb);
+  }
+  if (bias.has_value() && bias->defined()) y.add_(*bias);
+  return y;
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("linear", &linear, "y = (x @ w.T) (+ bias); w: (panels, K, 16) bf16 / f32 or (panels, K / 2, 32) "
         "int8 with a scale per row, or (panels, K / 2, 16) int4 in uint8 with (panels, K / 32, 16) scales, "
         "holding `rows` rows; x float32");
+  m.def("conv_rows", &conv_rows, "causal convolution over channels-last (B, T, C) float32 input as one "
+        "product: w the panels of the tap-major (rows, taps * C) matrix; y (B, T - (taps - 1) * dilation, rows)");
   m.def("isa", &isa, "the instruction set the int8 and int4 products use");
   m.def("supported_isas", &supported_isas, "instruction sets this CPU can run the int8 products with");
   m.def("set_isa", &set_isa, "force an instruction set for the int8 products (tests, benchmarks)");

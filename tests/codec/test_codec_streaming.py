@@ -1,10 +1,15 @@
-"""Chunked decoding equals one-shot decoding (2-layer tiny decoder, float32)."""
+"""Chunked decoding equals one-shot decoding (2-layer tiny decoder, float32), for the reference
+streaming decoder and for the one on our CPU kernels (engine/fast/speech_decoder.py)."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 import torch
 
+from ownvoice.engine.fast.speech_decoder import KernelCodecDecoder, KernelStreamingDecoder
+from ownvoice.kernels import cpu_kernels, cpu_supports_avx2
 from ownvoice.model.codec import streaming
 from ownvoice.model.codec.streaming import (
     PRIME_MARGIN_FRAMES,
@@ -40,6 +45,21 @@ def schedule(first: int, rest: int, total: int) -> list[int]:
     return sizes
 
 
+@pytest.fixture(scope="module", params=["reference", "kernels"])
+def new_stream(request, two_layer_decoder):
+    """A factory of fresh streams over the 2-layer decoder: the reference StreamingDecoder, or
+    the channels-last decoder on our CPU kernels (what the CPU fast path runs)."""
+    if request.param == "reference":
+        return lambda: StreamingDecoder(two_layer_decoder)
+    kernels = cpu_kernels()
+    if kernels is None:
+        if cpu_supports_avx2() and os.environ.get("OWNVOICE_NO_KERNELS") != "1":
+            pytest.fail("this CPU supports the kernels but they did not build (see the log)")
+        pytest.skip("CPU kernels unavailable on this machine")
+    fast = KernelCodecDecoder(two_layer_decoder, kernels)
+    return lambda: KernelStreamingDecoder(fast)
+
+
 @pytest.fixture(scope="module")
 def long_case(two_layer_decoder):
     codes = codes_of(330, seed=1, batch=2)  # > 300 frames and > 4 attention windows
@@ -56,7 +76,7 @@ def long_case(two_layer_decoder):
     ],
     ids=["1-then-8", "2-then-8", "random"],
 )
-def test_streaming_equals_one_shot(two_layer_decoder, long_case, sizes):
+def test_streaming_equals_one_shot(new_stream, long_case, sizes):
     codes, full = long_case
     total = min(sum(sizes), codes.shape[-1])
     trimmed, acc = [], 0  # trim a random schedule to the available frames
@@ -65,27 +85,27 @@ def test_streaming_equals_one_shot(two_layer_decoder, long_case, sizes):
             break
         trimmed.append(min(n, total - acc))
         acc += trimmed[-1]
-    got = run(StreamingDecoder(two_layer_decoder), codes[..., :acc], trimmed)
+    got = run(new_stream(), codes[..., :acc], trimmed)
     err = (got - full[..., : acc * SPF]).abs().max().item()
     assert err <= TOL, f"max abs diff {err:.3g} over {acc} frames"
 
 
-def test_streaming_one_frame_at_a_time(two_layer_decoder):
+def test_streaming_one_frame_at_a_time(two_layer_decoder, new_stream):
     codes = codes_of(76, seed=2)  # beyond the 72-frame window
     with torch.no_grad():
         full = two_layer_decoder(codes)
-    stream = StreamingDecoder(two_layer_decoder)
+    stream = new_stream()
     got = run(stream, codes, [1] * 76)
     assert stream.frames_decoded == 76
     assert (got - full).abs().max().item() <= TOL
 
 
 @pytest.mark.parametrize("method", ["push", "prime"])
-def test_icl_priming_leaves_the_same_state(two_layer_decoder, long_case, method):
+def test_icl_priming_leaves_the_same_state(new_stream, long_case, method):
     """Reference codes decoded first and thrown away act as left context only."""
     codes, full = long_case
     ref, gen = codes[..., :120], codes[..., 120:200]
-    stream = StreamingDecoder(two_layer_decoder)
+    stream = new_stream()
     if method == "push":
         stream.push(ref)
     else:
@@ -95,40 +115,38 @@ def test_icl_priming_leaves_the_same_state(two_layer_decoder, long_case, method)
     err = (got - full[..., 120 * SPF : 200 * SPF]).abs().max().item()
     assert err <= TOL, f"max abs diff {err:.3g}"
     # and the context matters: without it the same frames decode differently
-    fresh = run(StreamingDecoder(two_layer_decoder), gen, [80])
+    fresh = run(new_stream(), gen, [80])
     assert (fresh - full[..., 120 * SPF : 200 * SPF]).abs().max().item() > 1e-2
 
 
-def primed_error(decoder, long_case, margin: int, monkeypatch) -> float:
+def primed_error(new_stream, long_case, margin: int, monkeypatch) -> float:
     """Max error of the 20 frames after 120 primed ones, against decoding all at once."""
     monkeypatch.setattr(streaming, "PRIME_MARGIN_FRAMES", margin)
     codes, full = long_case
-    stream = StreamingDecoder(decoder)
+    stream = new_stream()
     stream.prime(codes[..., :120])
     got = run(stream, codes[..., 120:140], [20])
     return (got - full[..., 120 * SPF : 140 * SPF]).abs().max().item()
 
 
-def test_priming_is_exact_at_its_bound_and_the_bound_is_tight(
-    two_layer_decoder, long_case, monkeypatch
-):
+def test_priming_is_exact_at_its_bound_and_the_bound_is_tight(new_stream, long_case, monkeypatch):
     """prime() relies on the upsampler forgetting everything older than
     ceil(waveform_history_frames) frames (9.38 -> 10 here): at the bound itself (margin 0) the
     primed state is the pushed one; one frame short the first audio after the reference
     already drifts, two frames short it is audibly wrong. So a smaller history estimate or a
     negative margin cannot pass, and the margin of PRIME_MARGIN_FRAMES is pure safety."""
-    at_margin = primed_error(two_layer_decoder, long_case, PRIME_MARGIN_FRAMES, monkeypatch)
-    at_bound = primed_error(two_layer_decoder, long_case, 0, monkeypatch)
-    one_short = primed_error(two_layer_decoder, long_case, -1, monkeypatch)
-    two_short = primed_error(two_layer_decoder, long_case, -2, monkeypatch)
+    at_margin = primed_error(new_stream, long_case, PRIME_MARGIN_FRAMES, monkeypatch)
+    at_bound = primed_error(new_stream, long_case, 0, monkeypatch)
+    one_short = primed_error(new_stream, long_case, -1, monkeypatch)
+    two_short = primed_error(new_stream, long_case, -2, monkeypatch)
     assert at_margin <= TOL and at_bound <= TOL
     assert one_short > 3 * at_bound, (one_short, at_bound)
     assert two_short > 1e-3, two_short
 
 
-def test_reset_starts_a_new_utterance(two_layer_decoder):
+def test_reset_starts_a_new_utterance(new_stream):
     codes = codes_of(20, seed=3)
-    stream = StreamingDecoder(two_layer_decoder)
+    stream = new_stream()
     first = run(stream, codes, [5, 15])
     stream.reset()
     assert stream.frames_decoded == 0
@@ -136,13 +154,13 @@ def test_reset_starts_a_new_utterance(two_layer_decoder):
     assert (first - again).abs().max().item() <= TOL
 
 
-def test_batch_size_cannot_change_within_a_stream(two_layer_decoder):
-    stream = StreamingDecoder(two_layer_decoder)
+def test_batch_size_cannot_change_within_a_stream(new_stream):
+    stream = new_stream()
     stream.push(codes_of(2, seed=4, batch=2))
     with pytest.raises(RuntimeError, match="reset"):
         stream.push(codes_of(2, seed=4, batch=1))
     with pytest.raises(ValueError, match="frames >= 1"):
-        StreamingDecoder(two_layer_decoder).push(torch.zeros(1, 16, 0, dtype=torch.long))
+        new_stream().push(torch.zeros(1, 16, 0, dtype=torch.long))
 
 
 def test_decode_chunked_equals_one_shot(two_layer_decoder, long_case):

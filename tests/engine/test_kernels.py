@@ -185,3 +185,40 @@ def test_matmul_rows_do_not_depend_on_their_neighbours(kernels, mode):
     for i in range(13):
         alone = kernels.linear(x[i : i + 1].contiguous(), panels, scale, None, 67)
         assert torch.equal(together[i], alone[0]), i
+
+
+@pytest.mark.parametrize("mode", ["bf16", "float32"])
+def test_long_products_split_into_row_blocks_give_the_same_rows(kernels, mode):
+    """Past 192 rows (a convolution over a long chunk) the rows are computed in blocks of 96 in
+    parallel; every row is still the one computed alone, and the product still torch's."""
+    stored, dense = _weights(mode, 67, 300, seed=4)
+    panels = to_panels(stored)
+    x = torch.randn(293, 300, generator=torch.Generator().manual_seed(4))  # 3 blocks and a tail
+    together = kernels.linear(x, panels, None, None, 67)
+    torch.testing.assert_close(together, x @ dense.T, atol=1e-4, rtol=1e-4)
+    for i in (0, 95, 96, 191, 192, 287, 288, 292):
+        alone = kernels.linear(x[i : i + 1].contiguous(), panels, None, None, 67)
+        assert torch.equal(together[i], alone[0]), i
+
+
+@pytest.mark.parametrize("mode", ["bf16", "float32"])
+@pytest.mark.parametrize(("taps", "dilation"), [(1, 1), (2, 1), (3, 1), (7, 1), (7, 3), (7, 9)])
+def test_conv_rows_is_a_causal_convolution(kernels, mode, taps, dilation):
+    """conv_rows over channels-last input (B, T, C) with the weight as one (rows, taps * C)
+    tap-major matrix equals torch's conv1d, for odd channel counts, short and long inputs."""
+    for c_in, rows, length in ((5, 3, 1), (33, 17, 4), (64, 40, 250)):
+        g = torch.Generator().manual_seed(taps * 100 + c_in)
+        weight = torch.randn(rows, c_in, taps, generator=g) / (taps * c_in) ** 0.5
+        if mode == "bf16":
+            weight = weight.bfloat16().float()
+        bias = torch.randn(rows, generator=g)
+        span = (taps - 1) * dilation
+        x = torch.randn(2, length + span, c_in, generator=g)  # the context is part of the input
+        matrix = weight.permute(0, 2, 1).reshape(rows, taps * c_in).contiguous()
+        stored = matrix.bfloat16() if mode == "bf16" else matrix
+        got = kernels.conv_rows(x, to_panels(stored), bias, rows, taps, dilation)
+        want = torch.nn.functional.conv1d(x.transpose(1, 2), weight, bias, dilation=dilation)
+        assert got.shape == (2, length, rows)
+        torch.testing.assert_close(got, want.transpose(1, 2), atol=1e-4, rtol=1e-4)
+    with pytest.raises(RuntimeError, match="shorter"):
+        kernels.conv_rows(x[:, :span].contiguous(), to_panels(stored), None, rows, taps, dilation)

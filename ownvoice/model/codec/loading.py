@@ -38,10 +38,11 @@ MAX_LISTED = 5  # names shown per kind of problem in an error message
 
 @dataclass
 class Codec:
-    """A loaded speech tokenizer: the decoder always, the encoder when asked for."""
+    """A loaded speech tokenizer: the decoder, and the encoder when asked for."""
 
     config: CodecConfig
-    decoder: CodecDecoder
+    # None once an engine moved the decoder into its own layout (engine/loading.py)
+    decoder: CodecDecoder | None
     encoder: CodecEncoder | None = None
 
     @property

@@ -29,7 +29,7 @@ from .decoder import CodecDecoder
 PRIME_MARGIN_FRAMES = 2
 
 
-def _check_codes(codes: Tensor, num_quantizers: int) -> None:
+def check_codes(codes: Tensor, num_quantizers: int) -> None:
     if codes.dim() != 3 or codes.shape[1] != num_quantizers or codes.shape[2] < 1:
         raise ValueError(
             f"codes must have shape (batch, {num_quantizers}, frames >= 1), got {tuple(codes.shape)}"
@@ -61,7 +61,7 @@ class StreamingDecoder:
         return self._state.position
 
     def _accept(self, codes: Tensor) -> None:
-        _check_codes(codes, self.decoder.config.num_quantizers)
+        check_codes(codes, self.decoder.config.num_quantizers)
         if self._batch_size is not None and codes.shape[0] != self._batch_size:
             raise RuntimeError(
                 f"batch size changed from {self._batch_size} to {codes.shape[0]} within one "
@@ -115,7 +115,7 @@ class WindowedDecoder:
 
     @torch.no_grad()
     def push(self, codes: Tensor) -> Tensor:
-        _check_codes(codes, self.decoder.config.num_quantizers)
+        check_codes(codes, self.decoder.config.num_quantizers)
         ctx = self._context
         if ctx is not None and ctx.shape[0] != codes.shape[0]:
             raise RuntimeError(
@@ -131,7 +131,7 @@ class WindowedDecoder:
 
     def prime(self, codes: Tensor) -> None:
         """Remember `codes` as context without decoding them."""
-        _check_codes(codes, self.decoder.config.num_quantizers)
+        check_codes(codes, self.decoder.config.num_quantizers)
         full = codes if self._context is None else torch.cat([self._context, codes], dim=-1)
         self._remember(full)
         self._frames += codes.shape[-1]
