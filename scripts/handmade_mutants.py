@@ -212,6 +212,20 @@ MUTANTS = [
         KERNEL_TESTS,
     ),
     Mutant(
+        "kernel: snake's sine reduced by the wrong multiple of pi",
+        "ownvoice/kernels/snake.h",
+        "_mm256_set1_ps(0.318309886183790671f)",
+        "_mm256_set1_ps(0.159154943091895336f)",
+        KERNEL_TESTS,
+    ),
+    Mutant(
+        "kernel: snake's sine polynomial one term short",
+        "ownvoice/kernels/snake.h",
+        "__m256 p = _mm256_set1_ps(-2.5052108385441718775e-8f);",
+        "__m256 p = _mm256_set1_ps(0.0f);",
+        KERNEL_TESTS,
+    ),
+    Mutant(
         "speech decoder: transposed convolution taps in the wrong order",
         SPEECH_DECODER,
         "w = conv.weight.view(c_in, c_out, taps, s).flip(2)",

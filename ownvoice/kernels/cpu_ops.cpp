@@ -22,6 +22,7 @@
 #include "float_tile.h"
 #include "intdot.h"
 #include "intdot_matmul.h"
+#include "snake.h"
 
 namespace {
 
@@ -281,10 +282,30 @@ torch::Tensor conv_rows(torch::Tensor x, torch::Tensor w, c10::optional<torch::T
   return y;
 }
 
+// SnakeBeta over channels-last (..., C) float32 input (snake.h), rows in parallel
+torch::Tensor snake_beta(torch::Tensor x, torch::Tensor alpha, torch::Tensor inv_beta) {
+  TORCH_CHECK(x.scalar_type() == at::kFloat && x.is_contiguous() && x.dim() >= 1,
+              "x must be a contiguous float32 tensor");
+  const int64_t C = x.size(-1), M = C ? x.numel() / C : 0;
+  TORCH_CHECK(alpha.scalar_type() == at::kFloat && alpha.is_contiguous() && alpha.numel() == C &&
+                  inv_beta.scalar_type() == at::kFloat && inv_beta.is_contiguous() &&
+                  inv_beta.numel() == C,
+              "alpha and inv_beta must be contiguous float32 vectors of the channel count");
+  auto y = torch::empty_like(x);
+  const float *xp = x.data_ptr<float>(), *a = alpha.data_ptr<float>(), *ib = inv_beta.data_ptr<float>();
+  float* yp = y.data_ptr<float>();
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(C, 1));
+  at::parallel_for(0, M, grain, [&](int64_t m0, int64_t m1) {
+    snake::rows(xp + m0 * C, a, ib, m1 - m0, C, yp + m0 * C);
+  });
+  return y;
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("linear", &linear, "y = (x @ w.T) (+ bias); w: (panels, K, 16) bf16 / f32 or (panels, K / 2, 32) "
         "int8 with a scale per row, or (panels, K / 2, 16) int4 in uint8 with (panels, K / 32, 16) scales, "
         "holding `rows` rows; x float32");
+  m.def("snake_beta", &snake_beta, "x + inv_beta * sin(alpha * x)^2 over the last (channel) axis");
   m.def("conv_rows", &conv_rows, "causal convolution over channels-last (B, T, C) float32 input as one "
         "product: w the panels of the tap-major (rows, taps * C) matrix; y (B, T - (taps - 1) * dilation, rows)");
   m.def("isa", &isa, "the instruction set the int8 and int4 products use");
