@@ -93,15 +93,22 @@ MUTANTS = [
     Mutant(
         "kernel: int4 scale of the next group",
         Q4,
-        "q.wscale + ((p + i) * G + g) * 16 + h * 8",
-        "q.wscale + ((p + i) * G + (g + 1) % G) * 16 + h * 8",
+        "q.wscale + (p * G + g) * 16 + h * 8",
+        "q.wscale + (p * G + (g + 1) % G) * 16 + h * 8",
+        KERNEL_TESTS,
+    ),
+    Mutant(
+        "kernel: int4 high nibbles' products dropped from a group's sum",
+        Q4,
+        "_mm256_add_epi32(lo_acc[h][c], hi_acc[h][c])",
+        "_mm256_add_epi32(lo_acc[h][c], lo_acc[h][c])",
         KERNEL_TESTS,
     ),
     Mutant(
         "kernel: int4 odd row of a batch dropped",
         Q4,
-        "if (q.M > full) q4_few_rows<Dot, 1>(q, full, p0, p1);",
-        "if (q.M > full + 1) q4_few_rows<Dot, 1>(q, full, p0, p1);",
+        "if (q.M > full) q4_tile<Dot, 1>(q, p, full);",
+        "if (q.M > full + 1) q4_tile<Dot, 1>(q, p, full);",
         KERNEL_TESTS,
     ),
     Mutant(

@@ -5,7 +5,6 @@
 
 namespace {
 struct Avx2Dot {
-  static constexpr int registers = 16;
   static inline __m256i pairs16(__m256i acc, __m256i w, __m256i x) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(w, x));
   }

@@ -6,7 +6,6 @@
 
 namespace {
 struct Vnni512Dot {
-  static constexpr int registers = 32;
   static inline __m256i pairs16(__m256i acc, __m256i w, __m256i x) { return _mm256_dpwssd_epi32(acc, w, x); }
   static inline __m256i quads8(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
 };

@@ -10,7 +10,6 @@
 
 namespace {
 struct VnniDot {
-  static constexpr int registers = 16;
   static inline __m256i pairs16(__m256i acc, __m256i w, __m256i x) { return _mm256_dpwssd_avx_epi32(acc, w, x); }
   static inline __m256i quads8(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_avx_epi32(acc, u, s); }
 };
