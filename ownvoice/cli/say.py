@@ -49,12 +49,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--quantize",
         choices=("int8", "int4"),
         help="integer talker and code-predictor weights (CPU): int8 about 0.7x the time per "
-        "frame, int4 about 0.6x, at a cost in fidelity (see README, Speed)",
+        "frame, int4 about 0.55x, at a cost in fidelity (see README, Speed)",
     )
     p.add_argument(
         "--decoder-dtype",
         choices=("float32", "bfloat16", "float16"),
-        help="the speech decoder's precision (default: --dtype); bfloat16 is about 1.9x faster "
+        help="the speech decoder's precision (default: --dtype); bfloat16 is about 1.5x faster "
         "on CPUs with AVX512-BF16 or AMX",
     )
     p.add_argument("--codes-out", help="also write the codes: a JSON list of frames of 16 ints")

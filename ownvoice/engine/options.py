@@ -118,7 +118,8 @@ class EngineConfig:
     # None, "int8" or "int4": talker and code predictor weights for the CPU kernels
     quantize: str | None = None
     # the speech decoder's precision; None = dtype. "bfloat16" on a CPU with AVX512-BF16 or AMX
-    # decodes about 1.9x faster than float32, its audio a log-mel distance of ~0.02 away
+    # decodes about 1.5x faster than float32 on our kernels, its audio a log-mel distance of
+    # ~0.02 away
     decoder_dtype: str | None = None
     num_threads: int | None = None  # CPU threads for torch; None = torch's default
     # sequences one step can advance together; None = 16 on a GPU, 8 on the CPU
