@@ -302,15 +302,19 @@ torch::Tensor snake_beta(torch::Tensor x, torch::Tensor alpha, torch::Tensor inv
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("linear", &linear, "y = (x @ w.T) (+ bias); w: (panels, K, 16) bf16 / f32 or (panels, K / 2, 32) "
+  // the products and layers let go of the GIL while they run, as torch's own ops do: a long one
+  // (a prefill, a decoder chunk) would otherwise stall every other Python thread (the server's
+  // event loop, a second engine) for its whole length
+  const auto free_gil = py::call_guard<py::gil_scoped_release>();
+  m.def("linear", &linear, free_gil, "y = (x @ w.T) (+ bias); w: (panels, K, 16) bf16 / f32 or (panels, K / 2, 32) "
         "int8 with a scale per row, or (panels, K / 2, 16) int4 in uint8 with (panels, K / 32, 16) scales, "
         "holding `rows` rows; x float32");
-  m.def("snake_beta", &snake_beta, "x + inv_beta * sin(alpha * x)^2 over the last (channel) axis");
-  m.def("conv_rows", &conv_rows, "causal convolution over channels-last (B, T, C) float32 input as one "
+  m.def("snake_beta", &snake_beta, free_gil, "x + inv_beta * sin(alpha * x)^2 over the last (channel) axis");
+  m.def("conv_rows", &conv_rows, free_gil, "causal convolution over channels-last (B, T, C) float32 input as one "
         "product: w the panels of the tap-major (rows, taps * C) matrix; y (B, T - (taps - 1) * dilation, rows)");
   m.def("isa", &isa, "the instruction set the int8 and int4 products use");
   m.def("supported_isas", &supported_isas, "instruction sets this CPU can run the int8 products with");
   m.def("set_isa", &set_isa, "force an instruction set for the int8 products (tests, benchmarks)");
-  m.def("decode_rows", &decode_rows,
+  m.def("decode_rows", &decode_rows, free_gil,
         "one decoder layer for M new tokens, each with its own cache and position; x updated in place");
 }
