@@ -112,6 +112,13 @@ MUTANTS = [
         KERNEL_TESTS,
     ),
     Mutant(
+        "kernel: conv_rows keeps the GIL while it runs",
+        KERNELS,
+        'm.def("conv_rows", &conv_rows, free_gil,',
+        'm.def("conv_rows", &conv_rows,',
+        ["tests/engine/test_kernel_gil.py"],
+    ),
+    Mutant(
         "kernel: activations truncated instead of rounded",
         "ownvoice/kernels/intdot.cpp",
         "std::nearbyint(r[k] * inv)",

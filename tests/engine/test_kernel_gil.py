@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import threading
 import time
+from itertools import pairwise
 
 import pytest
 import torch
 
 from ownvoice.engine.fast.packed import to_panels
-from tests.engine.test_kernels import kernels  # noqa: F401  (the fixture)
 
 
-def _other_thread_ran_during(call) -> tuple[int, float]:
-    """Run `call` while another Python thread notes the time in a loop; how many of its notes
-    fall well inside the call (its middle 60 %), and how long the call took."""
+def _longest_stall(call) -> tuple[float, float]:
+    """Run `call` while another Python thread notes the time in a loop: the longest stretch of
+    the call in which that thread could not run, and how long the call took."""
     notes: list[float] = []
     stop = threading.Event()
 
@@ -32,15 +32,15 @@ def _other_thread_ran_during(call) -> tuple[int, float]:
     t1 = time.perf_counter()
     stop.set()
     thread.join()
-    lo, hi = t0 + 0.2 * (t1 - t0), t1 - 0.2 * (t1 - t0)
-    return sum(lo < t < hi for t in notes), t1 - t0
+    inside = [t0, *(t for t in notes if t0 < t < t1), t1]
+    return max(b - a for a, b in pairwise(inside)), t1 - t0
 
 
 def _products(k):
     g = torch.Generator().manual_seed(0)
     weight = to_panels(torch.randn(512, 7 * 256, generator=g).bfloat16())
-    x_conv = torch.randn(1, 6000 + 6, 256, generator=g)
-    x_lin = torch.randn(3000, 7 * 256, generator=g)
+    x_conv = torch.randn(1, 12000 + 6, 256, generator=g)
+    x_lin = torch.randn(6000, 7 * 256, generator=g)
     return {
         "conv_rows": lambda: k.conv_rows(x_conv, weight, None, 512, 7, 1),
         "linear": lambda: k.linear(x_lin, weight, None, None, 512),
@@ -48,9 +48,12 @@ def _products(k):
 
 
 @pytest.mark.parametrize("name", ["conv_rows", "linear"])
-def test_kernels_let_other_threads_run(kernels, name):  # noqa: F811
+def test_kernels_let_other_threads_run(kernels, name):
     call = _products(kernels)[name]
     call()  # a first call may set things up (allocations, thread pools)
-    ran, took = _other_thread_ran_during(call)
-    assert took > 0.005, "the call is too short to tell"
-    assert ran > 0, f"{name} held the GIL for {1e3 * took:.0f} ms: no other thread ran"
+    stall, took = _longest_stall(call)
+    # holding the GIL, the other thread stalls for about the whole call; released, for at most
+    # the operating system's time slices (both cores are busy with the product)
+    assert stall < 0.5 * took, (
+        f"{name} held the GIL: no other thread ran for {1e3 * stall:.0f} of {1e3 * took:.0f} ms"
+    )

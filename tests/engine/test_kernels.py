@@ -3,8 +3,6 @@ plain integer arithmetic they implement (int8 and int4 weights), on every instru
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 from torch import nn
@@ -19,17 +17,6 @@ from ownvoice.engine.fast.packed import (
     to_int4_panels,
     to_panels,
 )
-from ownvoice.kernels import cpu_kernels, cpu_supports_avx2
-
-
-@pytest.fixture(scope="module")
-def kernels():
-    k = cpu_kernels()
-    if k is None:
-        if cpu_supports_avx2() and os.environ.get("OWNVOICE_NO_KERNELS") != "1":
-            pytest.fail("this CPU supports the kernels but they did not build (see the log)")
-        pytest.skip("CPU kernels unavailable on this machine")
-    return k
 
 
 @pytest.mark.parametrize("mode", ["bf16", "float32", "int8", "int4"])
