@@ -55,12 +55,52 @@ def test_bench_reports_the_split_rtf_first_audio_memory_and_quantized_quality(
     assert result["rows"]["ownvoice int8"]["dtype"] == "w8a12"
     assert result["rows"]["ownvoice int4"]["dtype"] == "w4a12"
     assert result["rows"]["ownvoice"]["dtype"] == "bf16>fp32"
+    # decoding beside generation where it pays (2+ threads): with integer weights only
+    assert result["rows"]["ownvoice int8"]["overlap"] is (result["spec"]["threads"] >= 2)
+    assert result["rows"]["ownvoice"]["overlap"] is False
     assert result["cpu"]["kernels"] in result["cpu"]["flags"] or result["cpu"]["kernels"] in (
         "avx2", "avx512vnni", "avxvnni",
     )  # fmt: skip
     assert "avx2" in result["cpu"]["flags"]
     assert "code agreement" in table and "ms/frame" in table and "growth" in table
     assert "integer kernels: " in table and "log-mel distance" in table
+
+
+@needs_kernels
+def test_bench_compares_decoding_beside_generation_with_one_after_the_other(
+    tiny_checkpoints, tmp_path
+):
+    model = tiny_checkpoints["0.6B-CustomVoice"]
+    table, result = bench(
+        "--model", str(model), "--frames", "6", "--threads", "2", "--overlap", "on,off",
+        tmp_path=tmp_path,
+    )  # fmt: skip
+    rows = result["rows"]
+    assert rows["ownvoice ov on"]["overlap"] is True and rows["ownvoice ov off"]["overlap"] is False
+    assert rows["ownvoice ov on"]["frames"] == rows["ownvoice ov off"]["frames"] == 6
+    assert "ownvoice ov on" in table
+
+
+@needs_kernels
+def test_bench_batch_reports_each_size_with_and_without_the_overlap(tiny_checkpoints, tmp_path):
+    model = tiny_checkpoints["0.6B-CustomVoice"]
+    table, result = bench(
+        "--model", str(model), "--frames", "6", "--threads", "2", "--batch", "1,2",
+        "--probes", "1", "--quantize", "int8", "--overlap", "on,off", tmp_path=tmp_path,
+    )  # fmt: skip
+    rows = result["batch_rows"]
+    assert [(r["batch"], r["overlap"]) for r in rows] == [
+        (1, True), (2, True), (1, False), (2, False),
+    ]  # fmt: skip
+    for r in rows:
+        assert r["frames_per_s"] > 0 and r["ttfa_p50_ms"] > 0 and r["dtype"] == "w8a12"
+        assert r["frames_per_s"] == pytest.approx(r["batch"] * 6 / (r["rtf"] * 6 * 0.08))
+    lines = table.splitlines()
+    head = next(i for i, line in enumerate(lines) if "ms/step" in line)
+    # "x B=1" is against the B=1 row with the same overlap setting
+    for r, line in zip(rows, lines[head + 1 : head + 5], strict=True):
+        base = next(b for b in rows if b["batch"] == 1 and b["overlap"] == r["overlap"])
+        assert f"{r['frames_per_s'] / base['frames_per_s']:.2f}" in line.split()
 
 
 @pytest.mark.reference

@@ -33,6 +33,21 @@ class BenchSpec:
     probes: int = 5  # late arrivals timed per batch size
     text: str | None = None  # what to speak (default: the bench's own sentence)
     decoder_dtype: str | None = None  # the speech decoder's precision in our rows (None = dtype)
+    # decoding beside generation (EngineConfig.overlap_decoder): "auto", "on", "off"; each one
+    # given is a row of its own
+    overlap: tuple[str, ...] = ("auto",)
+
+
+OVERLAP = {"auto": None, "on": True, "off": False}
+
+
+def _overlap_sides(spec: BenchSpec, name: str, extra: dict) -> list[tuple[str, dict]]:
+    """One side per --overlap mode, named by it when there are several."""
+    if len(spec.overlap) == 1:
+        return [(name, {**extra, "overlap_decoder": OVERLAP[spec.overlap[0]]})]
+    return [
+        (f"{name} ov {mode}", {**extra, "overlap_decoder": OVERLAP[mode]}) for mode in spec.overlap
+    ]
 
 
 def run_side(side: str, spec: BenchSpec, **extra) -> dict:
@@ -108,25 +123,29 @@ def format_cpu(cpu: dict) -> str:
 
 def run_batch_bench(spec: BenchSpec, log=print) -> dict:
     """One process per batch size, in this command; the best of `repeat` rounds per size."""
-    rows: dict[int, dict] = {}
+    rows: dict[tuple, dict] = {}
+    keys = [(mode, b) for mode in spec.overlap for b in spec.batch]
     for round_ in range(spec.repeat):
-        for b in spec.batch:
-            log(f"batch {b}, round {round_ + 1}/{spec.repeat} ...")
-            r = run_side("batch", spec, batch_size=b)
-            if b not in rows or r["frames_per_s"] > rows[b]["frames_per_s"]:
-                rows[b] = r
+        for mode, b in keys:
+            log(f"batch {b}, overlap {mode}, round {round_ + 1}/{spec.repeat} ...")
+            r = run_side("batch", spec, batch_size=b, overlap_decoder=OVERLAP[mode])
+            if (mode, b) not in rows or r["frames_per_s"] > rows[mode, b]["frames_per_s"]:
+                rows[mode, b] = r
     bandwidth = memory_bandwidth(spec.device, spec.threads)
     return dict(
         spec=spec.__dict__,
         bandwidth_gbs=bandwidth / 1e9,
-        batch_rows=[rows[b] for b in spec.batch],
+        batch_rows=[rows[k] for k in keys],
     )
 
 
 def run_bench(spec: BenchSpec, log=print) -> dict:
-    sides = [("ownvoice", "ownvoice", {})]
+    sides = []
+    for name, extra in _overlap_sides(spec, "ownvoice", {}):
+        sides.append((name, "ownvoice", extra))
     for mode in spec.quantize_modes:
-        sides.append((f"ownvoice {mode}", "ownvoice", {"quantize": mode}))
+        for name, extra in _overlap_sides(spec, f"ownvoice {mode}", {"quantize": mode}):
+            sides.append((name, "ownvoice", extra))
     if spec.compare_reference:
         sides.append(("qwen-tts 0.1.1", "reference", {}))
     # Rounds interleave the sides, so a slow minute on a shared machine hits all of them; each

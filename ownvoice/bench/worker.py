@@ -63,6 +63,7 @@ def run_ours(spec: dict) -> dict:
         use_cuda_graphs=spec.get("cuda_graphs", True),
         quantize=spec.get("quantize"),
         decoder_dtype=spec.get("decoder_dtype"),
+        overlap_decoder=spec.get("overlap_decoder"),
     )
     load_s = time.perf_counter() - t0
     kw = voice_for(engine)
@@ -121,6 +122,7 @@ def run_ours(spec: dict) -> dict:
         dtype=engine.weight_info().label,
         device=engine.device,
         bytes_per_frame=engine.weight_info().bytes_per_frame,
+        overlap=engine.overlaps_decoding,
     )
     if engine.device.startswith("cuda"):
         result["peak_gpu"] = torch.cuda.max_memory_allocated()

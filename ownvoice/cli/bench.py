@@ -48,6 +48,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "the quality figures include it",
     )
     p.add_argument(
+        "--overlap",
+        default="auto",
+        help="decoding beside generation: auto, on, off, or several (e.g. on,off) to compare "
+        "them as rows of one run (see EngineConfig.overlap_decoder)",
+    )
+    p.add_argument(
         "--shared",
         action="store_true",
         help="two processes on the same cores: each one's time against a fair share "
@@ -147,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
         probes=args.probes,
         text=args.text,
         decoder_dtype=args.decoder_dtype,
+        overlap=_overlap_modes(args.overlap),
     )
     log = lambda msg: print(msg, flush=True)  # noqa: E731
     if spec.batch:
@@ -191,3 +198,17 @@ def _quantize_modes(args) -> tuple[str, ...]:
         if mode not in QUANTIZE:
             raise InvalidInput(f"--quantize takes int8 and int4, got {mode!r}", param="quantize")
     return tuple(dict.fromkeys(modes))
+
+
+def _overlap_modes(value: str) -> tuple[str, ...]:
+    from ownvoice.bench.run import OVERLAP
+    from ownvoice.errors import InvalidInput
+
+    modes = tuple(m.strip() for m in value.split(",") if m.strip())
+    bad = [m for m in modes if m not in OVERLAP]
+    if bad or not modes:
+        raise InvalidInput(
+            f"--overlap takes {', '.join(OVERLAP)} (or several, comma-separated); got {value!r}",
+            param="overlap",
+        )
+    return modes

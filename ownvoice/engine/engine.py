@@ -15,11 +15,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from dataclasses import replace
 
 import numpy as np
 import torch
 
+from ownvoice.engine.audio_out import AudioOut
+from ownvoice.engine.decode_worker import DecodeWorker
 from ownvoice.engine.forced import ForcedLogits, forced_logits
 from ownvoice.engine.loading import LoadedModel, load_model
 from ownvoice.engine.opentext import OpenText, TextSoFar
@@ -46,7 +49,6 @@ class Engine:
         self._m = loaded
         self._loop = loaded.loop
         self._joined = 0  # sequences joined so far (their chunk boundaries are staggered)
-        self._audio: list[Sequence] = []  # sequences with frames (or an end) not yet decoded
         self.config = config
         self.source = loaded.source
         self.model_config = loaded.cfg
@@ -55,6 +57,34 @@ class Engine:
         self.dtype = str(loaded.dtype).removeprefix("torch.")
         self.sample_rate = loaded.codec.sample_rate  # of the audio it makes (24 kHz)
         self.num_codebooks = loaded.cfg.talker.num_code_groups  # codes per frame (16)
+        self._threads = torch.get_num_threads()  # this engine's CPU threads (set by load())
+        self._worker = self._decode_worker()
+        self._out = AudioOut(self._worker)  # frames to audio chunks
+
+    def _decode_worker(self) -> DecodeWorker | None:
+        """The thread that decodes while the next frame generates (EngineConfig.overlap_decoder),
+        or None."""
+        want = self.config.overlap_decoder
+        possible = self.device == "cpu" and self._threads >= 2
+        if want and not possible:
+            log.warning(
+                "overlap_decoder needs the CPU and at least 2 threads (%s, %d threads): off",
+                self.device, self._threads,
+            )  # fmt: skip
+        if want is None:  # measured to pay (README, "CPU figures")
+            want = self.backend == "cpu-kernels" and self.config.quantize is not None
+        if not (want and possible):
+            return None
+        return DecodeWorker(self._threads // 2, self._threads)
+
+    @property
+    def overlaps_decoding(self) -> bool:
+        """Whether playing rows' audio is decoded on a worker while the next frame generates."""
+        return self._worker is not None
+
+    def _cores(self):
+        """Computing on this thread: on the threads the decode worker leaves while it decodes."""
+        return nullcontext() if self._worker is None else self._worker.leftover()
 
     @classmethod
     def load(cls, path_or_id: str, config: EngineConfig | None = None, **overrides) -> Engine:
@@ -316,9 +346,10 @@ class Engine:
         if self._loop.rows:  # alone, chunk boundaries need no spreading
             seq.stagger = self._joined % seq.chunk_frames
         self._joined += 1
-        event = self._loop.join(seq)
+        with self._cores():
+            event = self._loop.join(seq)
         if event is not None:
-            self._keep(event)
+            self._out.keep(event.seq, event.frame, event.stop_reason)
 
     def step(self) -> Iterator[tuple[Sequence, AudioChunk]]:
         """Advance every running sequence by one frame; yields the audio chunks now due.
@@ -331,44 +362,31 @@ class Engine:
         set. Not thread-safe: one thread drives an engine (the service's scheduler, or
         `stream()`).
         """
-        for event in self._loop.step():
-            self._keep(event)
+        with self._cores():
+            events = self._loop.step()
+        for event in events:
+            self._out.keep(event.seq, event.frame, event.stop_reason)
         return self.ready_chunks()
-
-    def _keep(self, event) -> None:
-        event.seq.add(event.frame, event.stop_reason)
-        if event.seq not in self._audio:
-            self._audio.append(event.seq)
 
     @property
     def first_chunks_due(self) -> bool:
         """Whether a sequence that has no audio yet has its first chunk due (step() yields
         those first)."""
-        return any(seq.due() and not seq.started_audio for seq in self._audio)
+        return self._out.first_chunks_due
 
     def ready_chunks(self) -> Iterator[tuple[Sequence, AudioChunk]]:
         """The chunks due now, without a step (a joined sequence's first; what a step left),
-        decoded as read, sequences without audio first."""
-        for seq in sorted(self._audio, key=lambda s: s.started_audio):  # stable: newcomers first
-            while seq.due():
-                chunk = seq.chunk()
-                if seq.finished:
-                    self._audio.remove(seq)
-                yield seq, chunk
+        decoded as read, sequences without audio first (engine/audio_out.py). With the decode
+        worker, a playing sequence's later chunks come a step or more late; a sequence that
+        ended has all of its audio out by the end of this iterator."""
+        return self._out.ready(generating=bool(self._loop.rows))
 
     def cancel_all(self) -> list[tuple[Sequence, AudioChunk]]:
         """End every running sequence now; returns the chunks every sequence had not had yet
         (their pending frames decoded), down to each one's last."""
         for event in self._loop.cancel_all():
-            event.seq.add(None, event.stop_reason)
-            if event.seq not in self._audio:
-                self._audio.append(event.seq)
-        out = []
-        for seq in self._audio:
-            while not seq.finished:
-                out.append((seq, seq.chunk()))
-        self._audio = []
-        return out
+            self._out.keep(event.seq, None, event.stop_reason)
+        return self._out.cancel_all()
 
     def stream(
         self,
@@ -388,7 +406,7 @@ class Engine:
         return self._run_alone(seq, should_stop)
 
     def _run_alone(self, seq: Sequence, should_stop) -> Iterator[AudioChunk]:
-        if self._loop.rows or self._audio:
+        if self._loop.rows or self._out.pending:
             raise RuntimeError(
                 "this engine is running a batch; use join()/step() from the thread that drives it"
             )

@@ -122,6 +122,11 @@ class EngineConfig:
     # ~0.02 away
     decoder_dtype: str | None = None
     num_threads: int | None = None  # CPU threads for torch; None = torch's default
+    # decode the audio of rows that already play on a worker thread (half the CPU threads)
+    # while the next frame generates on the rest (engine/decode_worker.py). None = where it was
+    # measured to pay: the CPU kernels with int8 or int4 weights and at least 2 threads.
+    # CPU only; False = one phase after the other, on every thread
+    overlap_decoder: bool | None = None
     # sequences one step can advance together; None = 16 on a GPU, 8 on the CPU
     max_batch: int | None = None
 

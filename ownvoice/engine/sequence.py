@@ -28,6 +28,17 @@ class FrameEvent:
     stop_reason: str | None = None
 
 
+@dataclass(frozen=True)
+class DueChunk:
+    """A chunk taken off a sequence's pending frames, not decoded yet."""
+
+    codes: torch.Tensor | None  # (n, 16); None for an empty last chunk
+    index: int
+    start_frame: int
+    is_last: bool
+    stop_reason: str | None
+
+
 @dataclass(eq=False)
 class Sequence:
     prompt: Prompt | None  # None until an open text can start (Engine.startable)
@@ -123,30 +134,46 @@ class Sequence:
         frames (once ended, what is left: the last chunk, which always comes, empty when
         nothing was left). The boundaries do not depend on when chunks are read, so a request
         decodes to the same samples however its audio was collected."""
+        return self.decode(self.take_chunk())
+
+    def take_chunk(self) -> DueChunk:
+        """The next chunk's frames and place, taken off the pending frames (the bookkeeping of
+        `chunk()` without the decoding). `decode()` it next: a sequence's chunks must be
+        decoded in the order they were taken, since its decoder carries state."""
         take = len(self._pending)
         if not self.done or take > self._target():
             take = min(take, self._target())
         frames, self._pending = self._pending[:take], self._pending[take:]
-        if frames:
-            codes = torch.cat(frames, dim=0)  # (n, 16)
-            samples = self.decoder(codes)
-            codes_np = codes.cpu().numpy()
-        else:
-            samples, codes_np = np.zeros(0, np.float32), np.zeros((0, self.codebooks), np.int64)
+        codes = torch.cat(frames, dim=0) if frames else None  # (n, 16)
         last = self.done and not self._pending
-        chunk = AudioChunk(
-            samples=samples,
-            codes=codes_np,
+        due = DueChunk(
+            codes=codes,
             index=self._chunks,
             start_frame=self._start_frame,
             is_last=last,
             stop_reason=self.stop_reason if last else None,
-            sample_rate=self.sample_rate,
         )
         self._chunks += 1
-        self._start_frame += codes_np.shape[0]
+        self._start_frame += len(frames)
         self._last_sent = last
-        return chunk
+        return due
+
+    def decode(self, due: DueChunk) -> AudioChunk:
+        """A taken chunk's audio (may run on another thread than the frame loop's)."""
+        if due.codes is not None:
+            samples = self.decoder(due.codes)
+            codes_np = due.codes.cpu().numpy()
+        else:
+            samples, codes_np = np.zeros(0, np.float32), np.zeros((0, self.codebooks), np.int64)
+        return AudioChunk(
+            samples=samples,
+            codes=codes_np,
+            index=due.index,
+            start_frame=due.start_frame,
+            is_last=due.is_last,
+            stop_reason=due.stop_reason,
+            sample_rate=self.sample_rate,
+        )
 
     def take(self, frame: torch.Tensor | None, stop_reason: str | None) -> AudioChunk | None:
         """`add`, then the chunk if one is due (None otherwise)."""

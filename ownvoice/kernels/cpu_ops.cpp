@@ -301,6 +301,15 @@ torch::Tensor snake_beta(torch::Tensor x, torch::Tensor alpha, torch::Tensor inv
   return y;
 }
 
+// torch's thread count is per thread, and a thread's first parallel call in each library (torch's,
+// and this one, which has its own copy of torch's inline `lazy_init_num_threads`) resets that
+// thread's count to the one last set in any thread: so both are initialised before it is set
+void set_num_threads(int64_t threads) {
+  at::get_num_threads();  // torch's own
+  at::internal::lazy_init_num_threads();  // ours
+  at::set_num_threads(static_cast<int>(threads));
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   // the products and layers let go of the GIL while they run, as torch's own ops do: a long one
   // (a prefill, a decoder chunk) would otherwise stall every other Python thread (the server's
@@ -315,6 +324,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("isa", &isa, "the instruction set the int8 and int4 products use");
   m.def("supported_isas", &supported_isas, "instruction sets this CPU can run the int8 products with");
   m.def("set_isa", &set_isa, "force an instruction set for the int8 products (tests, benchmarks)");
+  m.def("set_num_threads", &set_num_threads, "this thread's CPU threads for torch's ops and these");
   m.def("decode_rows", &decode_rows, free_gil,
         "one decoder layer for M new tokens, each with its own cache and position; x updated in place");
 }

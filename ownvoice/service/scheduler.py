@@ -221,7 +221,8 @@ class Scheduler:
             if gen.should_stop() and gen.sequence is not None:
                 gen.sequence.cancel()
         if self.metrics:
-            self.metrics.batch_rows.labels(self.name).observe(len(engine.running))
+            if engine.running:  # (a step with no row only collects audio still being decoded)
+                self.metrics.batch_rows.labels(self.name).observe(len(engine.running))
             self.metrics.occupancy.labels(self.name).set(len(engine.running))
         self.steps += 1
         self.row_steps += len(engine.running)

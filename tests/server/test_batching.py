@@ -46,14 +46,16 @@ def batch_stats(base: str) -> tuple[float, float]:
     return total, steps
 
 
-def test_eight_streaming_clients_each_get_their_solo_audio(tiny_checkpoints, tmp_path):
+# int8 weights: the audio of playing rows is decoded on a worker beside the generation
+@pytest.mark.parametrize("quantize", [None, "int8"])
+def test_eight_streaming_clients_each_get_their_solo_audio(tiny_checkpoints, tmp_path, quantize):
     settings = make_settings(
         tmp_path,
         device="cpu",
         dtype="float32",
         models={"cv": {"source": str(tiny_checkpoints["0.6B-CustomVoice"])}},
         limits={"max_batch": 8},
-        optimization={"streaming": {"emit_every_frames": 3}},
+        optimization={"streaming": {"emit_every_frames": 3}, "quantize": quantize},
     )
     with serve(settings) as (base, app):
         solo = [fetch(base, body(i)) for i in range(8)]
@@ -61,6 +63,8 @@ def test_eight_streaming_clients_each_get_their_solo_audio(tiny_checkpoints, tmp
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
             together = list(pool.map(lambda i: fetch(base, body(i)), range(8)))
         rows, steps = batch_stats(base)
+        overlapped = app.state.pool.workers["cv"].engine.overlaps_decoding
+    assert overlapped == (quantize is not None)
     for i, (a, b) in enumerate(zip(solo, together, strict=True)):
         assert len(a) == (10 + 3 * i) * 1920 * 2, i  # random weights never end early
         # same codes; the audio is decoded in other chunk sizes (batched rows spread their

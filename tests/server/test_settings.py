@@ -164,6 +164,7 @@ def test_every_setting_reaches_the_serving_core_and_the_engine(tmp_path):
         optimization={
             "attention": "eager", "use_compile": True, "use_cuda_graphs": False,
             "quantize": "int4", "num_threads": 3, "decoder_dtype": "bfloat16",
+            "overlap_decoder": False,
             "streaming": {"decode_window_frames": 40, "emit_every_frames": 5},
         },
         limits={"max_input_chars": 999, "queue_size": 3, "max_batch": 6, "request_timeout_s": 42,
@@ -174,7 +175,7 @@ def test_every_setting_reaches_the_serving_core_and_the_engine(tmp_path):
     assert s.engine_config() == EngineConfig(
         device="cuda:1", dtype="bfloat16", attention="eager", use_compile=True,
         use_cuda_graphs=False, decode_window_frames=40, quantize="int4", num_threads=3,
-        decoder_dtype="bfloat16",
+        decoder_dtype="bfloat16", overlap_decoder=False,
     )  # fmt: skip
     assert s.service_config() == ServiceConfig(
         models=(ModelSpec("a", "/m/a", "custom_voice"), ModelSpec("b", "org/b-Base", None)),
