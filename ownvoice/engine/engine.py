@@ -71,7 +71,7 @@ class Engine:
                 "overlap_decoder needs the CPU and at least 2 threads (%s, %d threads): off",
                 self.device, self._threads,
             )  # fmt: skip
-        if want is None:  # measured to pay (README, "CPU figures")
+        if want is None:  # measured to pay (README, "Speed")
             want = self.backend == "cpu-kernels" and self.config.quantize is not None
         if not (want and possible):
             return None

@@ -28,6 +28,7 @@ SOURCES = (
     "intdot_avx2.cpp",
     "intdot_avx512vnni.cpp",
     "intdot_avxvnni.cpp",
+    "float_avx512.cpp",
 )
 
 _lock = threading.Lock()

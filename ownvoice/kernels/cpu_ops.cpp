@@ -8,7 +8,8 @@
 // Batch invariance: every output element is reduced in one fixed order whatever M is and
 // whichever tile computes it, so a request decodes to the same codes alone or in a batch.
 // AVX2 + FMA (x86-64-v3); the Python side falls back to torch where this is not available. The
-// int8 products use AVX-512 VNNI or AVX-VNNI where the CPU has them (chosen at run time).
+// int8 products use AVX-512 VNNI or AVX-VNNI where the CPU has them, and with AVX-512 the float
+// products of two or more rows use 512-bit tiles (float_avx512.cpp; chosen at run time).
 
 #include <ATen/Parallel.h>
 #include <immintrin.h>
@@ -321,9 +322,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("snake_beta", &snake_beta, free_gil, "x + inv_beta * sin(alpha * x)^2 over the last (channel) axis");
   m.def("conv_rows", &conv_rows, free_gil, "causal convolution over channels-last (B, T, C) float32 input as one "
         "product: w the panels of the tap-major (rows, taps * C) matrix; y (B, T - (taps - 1) * dilation, rows)");
-  m.def("isa", &isa, "the instruction set the int8 and int4 products use");
-  m.def("supported_isas", &supported_isas, "instruction sets this CPU can run the int8 products with");
-  m.def("set_isa", &set_isa, "force an instruction set for the int8 products (tests, benchmarks)");
+  m.def("isa", &isa, "the instruction set the products use (avx512vnni: 512-bit float tiles too)");
+  m.def("supported_isas", &supported_isas, "instruction sets this CPU can run the products with");
+  m.def("set_isa", &set_isa, "force an instruction set for the products (tests, benchmarks)");
   m.def("set_num_threads", &set_num_threads, "this thread's CPU threads for torch's ops and these");
   m.def("decode_rows", &decode_rows, free_gil,
         "one decoder layer for M new tokens, each with its own cache and position; x updated in place");

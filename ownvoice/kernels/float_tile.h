@@ -13,6 +13,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
+
+#include "float_block.h"
+#include "intdot_matmul.h"
 
 namespace {
 
@@ -50,15 +54,6 @@ constexpr int64_t PANEL = 16;
 // it a multi-row tile stalls on memory (its arithmetic per byte hides less latency than a
 // one-row tile's four independent panel streams); measured on the talker at 4-8 rows, 20-25 %
 constexpr int64_t PREFETCH_K = 64;
-
-// The rows of x a product reads. Plain: row m is x + m * ld, K contiguous floats. A causal
-// convolution over channels-last input (T, C_in): row t is the concatenation of `taps` runs of
-// seg = C_in floats at x + t * ld + j * tap (j = 0 .. taps - 1; tap = dilation * C_in), so the
-// convolution is a product with no unfolded copy of its input.
-struct Rows {
-  const float* x;
-  int64_t ld, seg, tap;
-};
 
 // NP panels (16 NP rows) x C rows of x, over all of K; y (C, ldy) gets rows n0.. (< N).
 template <class Fmt, int NP, int C>
@@ -153,11 +148,16 @@ void float_matmul(const typename Fmt::W* wp, int64_t panels, int64_t K, int64_t 
   const int64_t groups = (panels + 3) / 4;
   const int64_t blocks = M >= 2 * ROW_BLOCK ? (M + ROW_BLOCK - 1) / ROW_BLOCK : 1;
   const int64_t rows = blocks == 1 ? M : ROW_BLOCK;
+  // one row streams weights from memory as fast as either width: it keeps the AVX2 tiles
+  const FloatPanelsFn wide = M >= 2 ? wide_float_panels() : nullptr;
   at::parallel_for(0, blocks * groups, 1, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
-      const int64_t b = i / groups, g = i % groups, m0 = b * rows;
-      panels_block<Fmt>(wp, skip_rows(r, m0), K, std::min(rows, M - m0), N, y + m0 * N, N, 4 * g,
-                        std::min(4 * g + 4, panels));
+      const int64_t b = i / groups, g = i % groups, m0 = b * rows, m = std::min(rows, M - m0);
+      const int64_t p0 = 4 * g, p1 = std::min(4 * g + 4, panels);
+      if (wide)
+        wide(FloatBlock{wp, std::is_same_v<Fmt, BF16>, skip_rows(r, m0), K, m, N, y + m0 * N, N}, p0, p1);
+      else
+        panels_block<Fmt>(wp, skip_rows(r, m0), K, m, N, y + m0 * N, N, p0, p1);
     }
   });
 }

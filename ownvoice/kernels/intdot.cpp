@@ -24,6 +24,7 @@ struct Isa {
   const char* name;
   Q8Fn q8;
   Q4Fn q4;
+  FloatPanelsFn wide_float;  // nullptr: the AVX2 float tiles
   bool supported;
 };
 
@@ -38,11 +39,11 @@ bool cpu_has_avxvnni() {
 std::vector<Isa> isas() {
   __builtin_cpu_init();
   return {
-      {"avx512vnni", q8_panels_avx512vnni, q4_panels_avx512vnni,
+      {"avx512vnni", q8_panels_avx512vnni, q4_panels_avx512vnni, float_panels_avx512,
        __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
            __builtin_cpu_supports("avx512bw")},
-      {"avxvnni", q8_panels_avxvnni, q4_panels_avxvnni, avxvnni_built() && cpu_has_avxvnni()},
-      {"avx2", q8_panels_avx2, q4_panels_avx2, true},
+      {"avxvnni", q8_panels_avxvnni, q4_panels_avxvnni, nullptr, avxvnni_built() && cpu_has_avxvnni()},
+      {"avx2", q8_panels_avx2, q4_panels_avx2, nullptr, true},
   };
 }
 
@@ -113,6 +114,8 @@ std::vector<std::string> supported_isas() {
 }
 
 std::string isa() { return current_isa().name; }
+
+FloatPanelsFn wide_float_panels() { return current_isa().wide_float; }
 
 void set_isa(const std::string& name) {
   for (const Isa& isa : isas())

@@ -150,6 +150,27 @@ def test_integer_matmul_is_the_reference_arithmetic_at_model_shapes(kernels, mod
         assert torch.equal(kernels.linear(one, panels, scale, None, n), reference(one)), (n, k)
 
 
+@pytest.mark.parametrize("mode", ["bf16", "float32"])
+def test_float_products_are_the_same_bits_on_every_instruction_set(kernels, every_isa, mode):
+    """With AVX-512 the float products of two or more rows run in 512-bit tiles; each element is
+    still the same sequential sum, so every instruction set gives the same bits: for every row
+    count a tile shape may special-case, partial panels, plain rows and a dilated convolution."""
+    for n, k in ((67, 1000), (1, 33), (40, 7 * 64)):
+        stored, _ = _weights(mode, n, k, seed=n + k)
+        panels = to_panels(stored)
+        for m in (*range(1, 18), 25, 200):
+            x = torch.randn(m, k, generator=torch.Generator().manual_seed(m))
+            signal = torch.randn(1, m + 6 * 3, 64, generator=torch.Generator().manual_seed(m))
+            results = []
+            for isa in every_isa:
+                kernels.set_isa(isa)
+                conv = kernels.conv_rows(signal, panels, None, n, 7, 3) if k == 7 * 64 else None
+                results.append((isa, kernels.linear(x, panels, None, None, n), conv))
+            for isa, got, conv in results[1:]:
+                assert torch.equal(got, results[0][1]), f"{mode} {isa} n={n} k={k} m={m}"
+                assert conv is None or torch.equal(conv, results[0][2]), f"conv {isa} m={m}"
+
+
 def test_forcing_an_instruction_set_the_cpu_lacks_is_refused(kernels, every_isa):
     for isa in ("avx512vnni", "avxvnni"):
         if isa not in every_isa:
