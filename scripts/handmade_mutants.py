@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 KERNELS = "ownvoice/kernels/cpu_ops.cpp"
 FLOAT_TILE = "ownvoice/kernels/float_tile.h"
+FLOAT_512 = "ownvoice/kernels/float_avx512.cpp"  # caught only on a CPU with AVX-512
 SPEECH_DECODER = "ownvoice/engine/fast/speech_decoder.py"
 LOOP = "ownvoice/engine/fast/loop.py"
 SAMPLER = "ownvoice/engine/fast/sampler.py"
@@ -40,6 +41,35 @@ class Mutant:
 
 
 MUTANTS = [
+    # ---- 512-bit float tiles: same bits as the AVX2 ones or a test fails ----
+    Mutant(
+        "kernel 512: bf16 lanes taken as rows in order",
+        FLOAT_512,
+        "static constexpr int64_t row(int lane) { return (lane >> 1) + 8 * (lane & 1); }",
+        "static constexpr int64_t row(int lane) { return lane; }",
+        KERNEL_TESTS,
+    ),
+    Mutant(
+        "kernel 512: second panel of a pair skipped",
+        FLOAT_512,
+        "for (; p + 2 <= p1; p += 2) panel_rows<Fmt, 2>(b, p);",
+        "for (; p + 2 <= p1; p += 2) panel_rows<Fmt, 1>(b, p);",
+        KERNEL_TESTS,
+    ),
+    Mutant(
+        "kernel 512: rows past the last whole 8-row block dropped",
+        FLOAT_512,
+        "for (int64_t m = 0; m < b.M; m += C) {",
+        "for (int64_t m = 0; m + C <= b.M; m += C) {",
+        KERNEL_TESTS,
+    ),
+    Mutant(
+        "kernel 512: a few-row tile's fourth panel skipped",
+        FLOAT_512,
+        "tile_rows<Fmt, 4, 6>(b.M, w + p * b.K * PANEL",
+        "tile_rows<Fmt, 3, 6>(b.M, w + p * b.K * PANEL",
+        KERNEL_TESTS,
+    ),
     # ---- C++ kernels (class 1: tails and remainders) ----
     Mutant(
         "kernel: last lone panel dropped",
