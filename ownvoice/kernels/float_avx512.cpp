@@ -13,9 +13,6 @@
 
 namespace {
 
-constexpr int64_t PANEL = 16;
-constexpr int64_t PREFETCH_K = 64;  // as float_tile.h
-
 // A bf16 panel's 16 weights of one k are stored so that a 256-bit lane j holds rows j and j + 8
 // (float_tile.h); widened to 32 bits, lane 2j of the vector is row j and lane 2j + 1 row j + 8.
 struct BF16 {

@@ -49,11 +49,7 @@ struct F32 {
   }
 };
 
-constexpr int64_t PANEL = 16;
-// software prefetch of a panel's weights this many k ahead, in tiles of at least 2 rows: without
-// it a multi-row tile stalls on memory (its arithmetic per byte hides less latency than a
-// one-row tile's four independent panel streams); measured on the talker at 4-8 rows, 20-25 %
-constexpr int64_t PREFETCH_K = 64;
+// PANEL and PREFETCH_K: float_block.h
 
 // NP panels (16 NP rows) x C rows of x, over all of K; y (C, ldy) gets rows n0.. (< N).
 template <class Fmt, int NP, int C>
