@@ -49,18 +49,40 @@ def warp_probs(logits: torch.Tensor, s: SamplerSettings) -> torch.Tensor:
     for the distribution itself."""
     V = logits.shape[-1]
     scaled = logits / s.temperature
-    sorted_desc, order = torch.sort(scaled, dim=-1, descending=True)
     # top-k: keep everything at least as large as the k-th largest (ties kept, as upstream)
     k = torch.where(s.top_k > 0, s.top_k.clamp(max=V), torch.full_like(s.top_k, V))
-    kth = sorted_desc.gather(-1, k - 1)
+    ranked, order = _ranked(scaled, k)
+    kth = ranked.gather(-1, k - 1)
     scaled = scaled.masked_fill(scaled < kth, NEG_INF)
     probs = torch.softmax(scaled, dim=-1)
     # top-p: drop a token when the tokens ranked above it already hold top_p of the mass
     sorted_probs = probs.gather(-1, order)
     above = torch.cumsum(sorted_probs, dim=-1) - sorted_probs
     drop_sorted = (above >= s.top_p) & (s.top_p < 1.0)
-    drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
-    return probs.masked_fill(drop, 0.0)
+    drop = torch.zeros(probs.shape, dtype=torch.bool, device=probs.device)
+    return probs.masked_fill(drop.scatter(-1, order, drop_sorted), 0.0)
+
+
+def _ranked(scaled: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The values of each row from the largest down, and their ids; equal values by id. Only as
+    far as any row can keep: every value past a row's top-k is masked out and has no mass.
+
+    On the CPU, when every row has a top-k and no row has more values tied at its k-th than fit,
+    only the largest max(top_k) values are ranked: sorting a batch of whole vocabularies costs
+    ~0.7 ms per (8, 2048) there, 15 times a frame, against ~0.05 ms. The order, and so every
+    bit after it, is the same either way (tests/engine/test_sampler.py); a row's result does not
+    depend on which way its batch took. On a GPU the sort is cheap and must not sync the host."""
+    V = scaled.shape[-1]
+    if scaled.device.type == "cpu":
+        most = int(k.max())
+        if most < V:
+            _, ids = torch.topk(scaled, most, dim=-1, sorted=False)
+            ids, _ = torch.sort(ids, dim=-1)
+            values, at = torch.sort(scaled.gather(-1, ids), dim=-1, descending=True, stable=True)
+            kth = values.gather(-1, k - 1)
+            if bool(((scaled >= kth).sum(-1, keepdim=True) <= most).all()):  # no ties cut off
+                return values, ids.gather(-1, at)
+    return torch.sort(scaled, dim=-1, descending=True, stable=True)
 
 
 def sample_no_sync(logits: torch.Tensor, s: SamplerSettings, noise: torch.Tensor) -> torch.Tensor:
