@@ -15,6 +15,7 @@ FLOAT_512 = "ownvoice/kernels/float_avx512.cpp"  # caught only on a CPU with AVX
 SPEECH_DECODER = "ownvoice/engine/fast/speech_decoder.py"
 LOOP = "ownvoice/engine/fast/loop.py"
 SAMPLER = "ownvoice/engine/fast/sampler.py"
+AUDIO_OUT = "ownvoice/engine/audio_out.py"
 Q8 = "ownvoice/kernels/q8_tile.h"
 Q4 = "ownvoice/kernels/q4_tile.h"
 
@@ -29,6 +30,7 @@ PARITY_FAST = [
     "tests/engine/test_fast_path.py",
 ]
 SAMPLING_TESTS = ["tests/engine/test_sampler.py", "tests/parity/test_sampled_distribution.py"]
+OVERLAP_TESTS = ["tests/engine/test_decode_worker.py"]
 
 
 @dataclass(frozen=True)
@@ -317,5 +319,34 @@ MUTANTS = [
         "drop_sorted = (above >= s.top_p) & (s.top_p < 1.0)",
         "drop_sorted = (above > s.top_p + 0.05) & (s.top_p < 1.0)",
         SAMPLING_TESTS,
+    ),
+    Mutant(
+        "sampler: ties past the candidates ranked anyway",
+        SAMPLER,
+        "(scaled >= kth).sum(-1, keepdim=True) <= most)",
+        "(scaled >= kth).sum(-1, keepdim=True) <= most + 1)",
+        SAMPLING_TESTS,
+    ),
+    Mutant(
+        "sampler: candidates ranked in topk's order of ties",
+        SAMPLER,
+        "            ids, _ = torch.sort(ids, dim=-1)\n",
+        "",
+        SAMPLING_TESTS,
+    ),
+    # ---- decoding beside the generation ----
+    Mutant(
+        "overlap: float weights use the worker for a stream alone",
+        AUDIO_OUT,
+        "return playing >= self.overlap_from",
+        "return playing >= 1",
+        OVERLAP_TESTS,
+    ),
+    Mutant(
+        "overlap: back in line without the worker's chunks first",
+        AUDIO_OUT,
+        "            yield from self.worker.results(wait=True)\n        for seq",
+        "            pass\n        for seq",
+        OVERLAP_TESTS,
     ),
 ]

@@ -122,7 +122,7 @@ def run_ours(spec: dict) -> dict:
         dtype=engine.weight_info().label,
         device=engine.device,
         bytes_per_frame=engine.weight_info().bytes_per_frame,
-        overlap=engine.overlaps_decoding,
+        overlap=engine.overlap,
     )
     if engine.device.startswith("cuda"):
         result["peak_gpu"] = torch.cuda.max_memory_allocated()

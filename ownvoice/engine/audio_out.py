@@ -7,7 +7,8 @@ not read stays and comes out of a later `ready()`.
 
 With a decode worker (decode_worker.py), a playing sequence's later chunks are handed to the
 worker when due and decoded while the next steps generate; `ready()` gives what the worker has
-finished. A sequence that ended still has all of its audio out by the end of the `ready()` that
+finished. With `overlap_from` = 2 that happens only while two or more sequences play: a stream
+alone is decoded in line, on every thread. A sequence that ended still has all of its audio out by the end of the `ready()` that
 follows its last frame, as without the worker: callers that step while rows run lose nothing.
 """
 
@@ -21,8 +22,9 @@ from ownvoice.engine.sequence import Sequence
 
 
 class AudioOut:
-    def __init__(self, worker: DecodeWorker | None = None):
+    def __init__(self, worker: DecodeWorker | None = None, overlap_from: int = 1):
         self.worker = worker
+        self.overlap_from = overlap_from  # playing sequences from which the worker decodes
         self._audio: list[Sequence] = []  # sequences with frames (or an end) not yet decoded
 
     def keep(self, seq: Sequence, frame, stop_reason: str | None) -> None:
@@ -44,15 +46,23 @@ class AudioOut:
     def ready(self, generating: bool) -> Iterator[tuple[Sequence, AudioChunk]]:
         """The chunks due now, decoded as read, sequences without audio first. `generating`:
         some row will step again (otherwise the worker's chunks are waited for)."""
-        if self.worker is not None:
+        if self._overlapping():
             yield from self._ready_overlapped(generating)
             return
+        if self.worker is not None:  # what it was handed while more sequences played, first
+            yield from self.worker.results(wait=True)
         for seq in sorted(self._audio, key=lambda s: s.started_audio):  # stable: newcomers first
             while seq.due():
                 chunk = seq.chunk()
                 if seq.finished:
                     self._audio.remove(seq)
                 yield seq, chunk
+
+    def _overlapping(self) -> bool:
+        if self.worker is None:
+            return False
+        playing = sum(1 for seq in self._audio if seq.started_audio)
+        return playing >= self.overlap_from
 
     def _ready_overlapped(self, generating: bool) -> Iterator[tuple[Sequence, AudioChunk]]:
         worker = self.worker

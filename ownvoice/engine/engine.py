@@ -58,12 +58,12 @@ class Engine:
         self.sample_rate = loaded.codec.sample_rate  # of the audio it makes (24 kHz)
         self.num_codebooks = loaded.cfg.talker.num_code_groups  # codes per frame (16)
         self._threads = torch.get_num_threads()  # this engine's CPU threads (set by load())
-        self._worker = self._decode_worker()
-        self._out = AudioOut(self._worker)  # frames to audio chunks
+        self._worker, from_rows = self._decode_worker()
+        self._out = AudioOut(self._worker, from_rows)  # frames to audio chunks
 
-    def _decode_worker(self) -> DecodeWorker | None:
+    def _decode_worker(self) -> tuple[DecodeWorker | None, int]:
         """The thread that decodes while the next frame generates (EngineConfig.overlap_decoder),
-        or None."""
+        or None; and from how many playing sequences on it is used."""
         want = self.config.overlap_decoder
         possible = self.device == "cpu" and self._threads >= 2
         if want and not possible:
@@ -71,16 +71,29 @@ class Engine:
                 "overlap_decoder needs the CPU and at least 2 threads (%s, %d threads): off",
                 self.device, self._threads,
             )  # fmt: skip
-        if want is None:  # measured to pay (README, "Speed")
-            want = self.backend == "cpu-kernels" and self.config.quantize is not None
+        from_rows = 1
+        if want is None:  # where it was measured to pay (README, "Speed")
+            want = self.backend == "cpu-kernels"
+            # float32 weights: a stream alone lost ~5 % on an Intel VM (gained 8 % on an AMD
+            # one); batches of 4 and 8 gained 4-13 % on both
+            from_rows = 1 if self.config.quantize is not None else 2
         if not (want and possible):
-            return None
-        return DecodeWorker(self._threads // 2, self._threads)
+            return None, from_rows
+        return DecodeWorker(self._threads // 2, self._threads), from_rows
 
     @property
     def overlaps_decoding(self) -> bool:
-        """Whether playing rows' audio is decoded on a worker while the next frame generates."""
+        """Whether playing rows' audio is decoded on a worker while the next frame generates
+        (for some batch sizes: see `overlap`)."""
         return self._worker is not None
+
+    @property
+    def overlap(self) -> str:
+        """Decoding beside the generation: "on", "off", or "batches" (while two or more
+        sequences play; a stream alone decodes in line)."""
+        if self._worker is None:
+            return "off"
+        return "on" if self._out.overlap_from <= 1 else "batches"
 
     def _cores(self):
         """Computing on this thread: on the threads the decode worker leaves while it decodes."""

@@ -124,7 +124,8 @@ class EngineConfig:
     num_threads: int | None = None  # CPU threads for torch; None = torch's default
     # decode the audio of rows that already play on a worker thread (half the CPU threads)
     # while the next frame generates on the rest (engine/decode_worker.py). None = where it was
-    # measured to pay: the CPU kernels with int8 or int4 weights and at least 2 threads.
+    # measured to pay, on the CPU kernels with at least 2 threads: always with int8 or int4
+    # weights, with float weights while two or more rows play (Engine.overlap tells which).
     # CPU only; False = one phase after the other, on every thread
     overlap_decoder: bool | None = None
     # sequences one step can advance together; None = 16 on a GPU, 8 on the CPU

@@ -155,7 +155,8 @@ class OptimizationBlock(_Block):
     # the speech decoder's precision (None = dtype); bfloat16 on CPUs with AVX512-BF16 / AMX
     decoder_dtype: Literal["float32", "bfloat16", "float16"] | None = None
     num_threads: int | None = Field(None, ge=1)  # CPU threads; None = torch's default
-    # decode audio on a worker thread beside the generation (CPU); None = where it pays (int8/int4)
+    # decode audio on a worker thread beside the generation (CPU); None = where it pays:
+    # int8/int4 always, float32 while two or more rows play
     overlap_decoder: bool | None = None
     streaming: StreamingBlock = StreamingBlock()
     # accepted from the Qwen3-TTS OpenAI server's config; no effect here (see compat_notes)

@@ -80,6 +80,53 @@ def test_the_overlap_changes_nothing_a_listener_gets(engines):
     assert not on.running
 
 
+def test_float_weights_decode_beside_the_generation_only_in_batches(engines):
+    """Auto with float weights: a stream alone decodes in line, on every thread (beside the
+    generation it lost time on one of two VMs); while two or more rows play their chunks go to
+    the worker, and back in line when one is left. A listener gets the same chunks."""
+    auto, off = engines(None, quantize=None), engines(False, quantize=None)
+    assert auto.overlap == "batches" and off.overlap == "off"
+    decoded = []
+
+    def watched(seq):
+        real = seq.decoder
+
+        def decoder(codes):
+            decoded.append((seq, threading.current_thread().name))
+            return real(codes)
+
+        seq.decoder = decoder
+        return seq
+
+    alone = watched(auto.start(TEXT, "ryan", options=_opts(seed=1, max_frames=20)))
+    assert list(_drive(auto, alone))[-1][1].is_last
+    assert {name for _, name in decoded} == {"MainThread"}
+    decoded.clear()
+    long = watched(auto.start(TEXT, "ryan", options=_opts(seed=1, max_frames=40)))
+    short = watched(auto.start(TEXT, "aiden", options=_opts(seed=2, max_frames=14)))
+    got = {long: [], short: []}
+    auto.join(long)
+    auto.join(short)
+    while auto.running:
+        for seq, chunk in auto.step():
+            got[seq].append(chunk)
+    last_short = max(i for i, (seq, _) in enumerate(decoded) if seq is short)
+    assert any(name.startswith("ownvoice-decode") for _, name in decoded[:last_short])
+    after = [name for seq, name in decoded[last_short + 1 :]]
+    assert after and set(after) == {"MainThread"}
+    for seq in (long, short):
+        assert got[seq][-1].is_last and sum(c.num_frames for c in got[seq]) == seq.max_frames
+
+    reqs = MIXES["1.7B-CustomVoice"]
+    auto = engines(None, quantize=None, like="1.7B-CustomVoice")
+    off = engines(False, quantize=None, like="1.7B-CustomVoice")
+    for (codes, audio, end), (want_codes, want_audio, want_end) in zip(
+        batched(auto, reqs)[0], batched(off, reqs)[0], strict=True
+    ):
+        assert end == want_end and np.array_equal(codes, want_codes)
+        np.testing.assert_allclose(audio, want_audio, atol=1e-5)
+
+
 class _Held:
     """A decoder that waits, on the worker, until the test lets it go."""
 
@@ -229,11 +276,11 @@ def test_kernels_set_a_threads_count_that_their_first_call_keeps(kernels):
 
 def test_when_the_worker_is_used(engines, caplog):
     """Auto: on for integer weights on the CPU kernels with 2+ threads, where it was measured
-    to pay; off for float32 (measured: no gain) and with one thread; False turns it off."""
-    assert engines(None).overlaps_decoding
-    assert engines(None, quantize="int4").overlaps_decoding
-    assert not engines(None, quantize=None).overlaps_decoding
-    assert engines(True, quantize=None).overlaps_decoding
+    to pay; for float32 only in batches (see above); off with one thread; False turns it off."""
+    assert engines(None).overlap == engines(None, quantize="int4").overlap == "on"
+    assert engines(None, quantize=None).overlap == "batches"
+    assert engines(True, quantize=None).overlap == "on"
+    assert engines(False).overlap == "off" and not engines(False).overlaps_decoding
     assert not engines(False).overlaps_decoding
     assert not engines(None, num_threads=1).overlaps_decoding
     with caplog.at_level(logging.WARNING):
