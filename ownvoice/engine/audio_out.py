@@ -8,8 +8,9 @@ not read stays and comes out of a later `ready()`.
 With a decode worker (decode_worker.py), a playing sequence's later chunks are handed to the
 worker when due and decoded while the next steps generate; `ready()` gives what the worker has
 finished. With `overlap_from` = 2 that happens only while two or more sequences play: a stream
-alone is decoded in line, on every thread. A sequence that ended still has all of its audio out by the end of the `ready()` that
-follows its last frame, as without the worker: callers that step while rows run lose nothing.
+alone is decoded in line, on every thread. A sequence that ended still has all of its audio out
+by the end of the `ready()` that follows its last frame, as without the worker: callers that
+step while rows run lose nothing.
 """
 
 from __future__ import annotations

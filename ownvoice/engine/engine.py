@@ -75,7 +75,8 @@ class Engine:
         if want is None:  # where it was measured to pay (README, "Speed")
             want = self.backend == "cpu-kernels"
             # float32 weights: a stream alone lost ~5 % on an Intel VM (gained 8 % on an AMD
-            # one); batches of 4 and 8 gained 4-13 % on both
+            # one); a batch of 8 gained 10 % and 4 % per step, its late arrival's first audio
+            # ~15 % later (README, "Speed")
             from_rows = 1 if self.config.quantize is not None else 2
         if not (want and possible):
             return None, from_rows
