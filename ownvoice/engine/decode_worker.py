@@ -30,6 +30,29 @@ from ownvoice.engine.sequence import DueChunk, Sequence
 log = logging.getLogger(__name__)
 
 
+def decode_worker(
+    config, device: str, threads: int, kernels: bool
+) -> tuple[DecodeWorker | None, int]:
+    """An engine's decode worker as its EngineConfig asks (None: decode in line), and from how
+    many playing sequences on it is used. `kernels`: the engine runs on our CPU kernels."""
+    want = config.overlap_decoder
+    possible = device == "cpu" and threads >= 2
+    if want and not possible:
+        log.warning(
+            "overlap_decoder needs the CPU and at least 2 threads (%s, %d threads): off",
+            device, threads,
+        )  # fmt: skip
+    from_rows = 1
+    if want is None:  # where it was measured to pay (README, "Speed")
+        want = kernels
+        # float32 weights: a stream alone lost ~5 % on an Intel VM (gained 8 % on an AMD one);
+        # a batch of 8 gained 10 % and 4 % per step, its late arrival's first audio ~15 % later
+        from_rows = 1 if config.quantize is not None else 2
+    if not (want and possible):
+        return None, from_rows
+    return DecodeWorker(threads // 2, threads), from_rows
+
+
 class DecodeWorker:
     def __init__(self, threads: int, total: int):
         """Decode on `threads` of the engine's `total` threads."""

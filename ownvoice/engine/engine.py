@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from ownvoice.engine.audio_out import AudioOut
-from ownvoice.engine.decode_worker import DecodeWorker
+from ownvoice.engine.decode_worker import decode_worker
 from ownvoice.engine.forced import ForcedLogits, forced_logits
 from ownvoice.engine.loading import LoadedModel, load_model
 from ownvoice.engine.opentext import OpenText, TextSoFar
@@ -58,40 +58,15 @@ class Engine:
         self.sample_rate = loaded.codec.sample_rate  # of the audio it makes (24 kHz)
         self.num_codebooks = loaded.cfg.talker.num_code_groups  # codes per frame (16)
         self._threads = torch.get_num_threads()  # this engine's CPU threads (set by load())
-        self._worker, from_rows = self._decode_worker()
+        self._worker, from_rows = decode_worker(
+            config, self.device, self._threads, self.backend == "cpu-kernels"
+        )
         self._out = AudioOut(self._worker, from_rows)  # frames to audio chunks
-
-    def _decode_worker(self) -> tuple[DecodeWorker | None, int]:
-        """The thread that decodes while the next frame generates (EngineConfig.overlap_decoder),
-        or None; and from how many playing sequences on it is used."""
-        want = self.config.overlap_decoder
-        possible = self.device == "cpu" and self._threads >= 2
-        if want and not possible:
-            log.warning(
-                "overlap_decoder needs the CPU and at least 2 threads (%s, %d threads): off",
-                self.device, self._threads,
-            )  # fmt: skip
-        from_rows = 1
-        if want is None:  # where it was measured to pay (README, "Speed")
-            want = self.backend == "cpu-kernels"
-            # float32 weights: a stream alone lost ~5 % on an Intel VM (gained 8 % on an AMD
-            # one); a batch of 8 gained 10 % and 4 % per step, its late arrival's first audio
-            # ~15 % later (README, "Speed")
-            from_rows = 1 if self.config.quantize is not None else 2
-        if not (want and possible):
-            return None, from_rows
-        return DecodeWorker(self._threads // 2, self._threads), from_rows
-
-    @property
-    def overlaps_decoding(self) -> bool:
-        """Whether playing rows' audio is decoded on a worker while the next frame generates
-        (for some batch sizes: see `overlap`)."""
-        return self._worker is not None
 
     @property
     def overlap(self) -> str:
         """Decoding beside the generation: "on", "off", or "batches" (while two or more
-        sequences play; a stream alone decodes in line)."""
+        sequences play; a stream alone decodes in line). See EngineConfig.overlap_decoder."""
         if self._worker is None:
             return "off"
         return "on" if self._out.overlap_from <= 1 else "batches"

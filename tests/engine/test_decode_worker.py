@@ -56,7 +56,7 @@ def test_the_overlap_changes_nothing_a_listener_gets(engines):
     """Same chunks (boundaries, codes, ends; samples within 1e-5) with and without the worker,
     alone and in a batch of rows joining, leaving and cancelled mid-flight."""
     on, off = engines(True), engines(False)
-    assert on.overlaps_decoding and not off.overlaps_decoding
+    assert on.overlap == "on" and off.overlap == "off"
     for options in (
         _opts(seed=3, max_frames=23),
         _opts(sampling=SamplingOptions.greedy(), max_frames=9),
@@ -280,10 +280,9 @@ def test_when_the_worker_is_used(engines, caplog):
     assert engines(None).overlap == engines(None, quantize="int4").overlap == "on"
     assert engines(None, quantize=None).overlap == "batches"
     assert engines(True, quantize=None).overlap == "on"
-    assert engines(False).overlap == "off" and not engines(False).overlaps_decoding
-    assert not engines(False).overlaps_decoding
-    assert not engines(None, num_threads=1).overlaps_decoding
+    assert engines(False).overlap == "off"
+    assert engines(None, num_threads=1).overlap == "off"
     with caplog.at_level(logging.WARNING):
-        assert not engines(True, num_threads=1).overlaps_decoding
+        assert engines(True, num_threads=1).overlap == "off"
     assert "overlap_decoder needs" in caplog.text
     torch.set_num_threads(2)
