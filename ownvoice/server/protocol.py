@@ -260,10 +260,17 @@ class UploadedVoice(BaseModel):
     ref_text: str | None = None
 
 
+class SecondsRange(BaseModel):
+    min: float
+    max: float
+
+
 class VoiceListResponse(BaseModel):
     voices: list[VoiceEntry]
     languages: list[str] = []
     uploaded_voices: list[UploadedVoice] = []  # vLLM-Omni's clients read this key
+    # how long a clip added to the library may be, so a page can say so before uploading
+    reference_seconds: SecondsRange | None = None
 
 
 class DesignRequest(BaseModel):

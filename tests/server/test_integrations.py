@@ -43,6 +43,8 @@ def test_open_webui_discovery_without_auth(server):
     ids = {v["id"] for v in entries}
     assert {"alloy", "echo", "nova", "ryan", "vivian", "design"} <= ids
     assert "english" in voices.json()["languages"]
+    # the clip lengths the library takes (check_reference), for a page to say before uploading
+    assert voices.json()["reference_seconds"] == {"min": 3.0, "max": 30.0}
     # then the speech call: Bearer key, its configured model, admin extras merged in the body,
     # and the whole body read at once
     body = {"model": "tts-1", "input": "Hello from Open WebUI.", "voice": "alloy",

@@ -25,7 +25,9 @@ from ownvoice.server.protocol import (
 from ownvoice.voices import (
     MAX_CONSENT_CHARS,
     MAX_LANGUAGE_CHARS,
+    MAX_REF_SECONDS,
     MAX_REF_TEXT_CHARS,
+    MIN_REF_SECONDS,
     NAME_PATTERN,
     NAME_RULE,
     RESERVED_NAMES,
@@ -54,6 +56,7 @@ async def list_voices(request: Request) -> dict:
         "voices": voices,
         "languages": sorted(languages),
         "uploaded_voices": [_uploaded(p) for p in profiles],
+        "reference_seconds": {"min": MIN_REF_SECONDS, "max": MAX_REF_SECONDS},
     }
 
 
@@ -106,7 +109,8 @@ _UPLOAD_BODY = {
                         "audio_sample": {
                             "type": "string",
                             "format": "binary",
-                            "description": "WAV, FLAC, Ogg or MP3: 3-30 s of clean speech",
+                            "description": f"WAV, FLAC, Ogg or MP3: {MIN_REF_SECONDS:.0f}-"
+                            f"{MAX_REF_SECONDS:.0f} s of clean speech",
                         },
                         "consent": {
                             "type": "string",

@@ -5,7 +5,7 @@
 import { describe } from "./api.js";
 import { wavBlob } from "./player.js";
 import { speechStats, streamSpeech } from "./speak.js";
-import { addVoice } from "./voices.js";
+import { addVoice, referenceProblem } from "./voices.js";
 
 const $ = (id) => document.getElementById(id);
 let designed = null; // {text, language, result} of the last design heard in full
@@ -23,10 +23,19 @@ async function design(event) {
     instructions: $("design-description").value.trim(),
   };
   if ($("design-language").value) body.language = $("design-language").value;
+  // the seed is shown so that a design one likes can be made again (the model invents a new
+  // voice at every sampling)
+  if ($("design-seed").value !== "") body.seed = Number($("design-seed").value);
   try {
     const result = await streamSpeech(body);
-    $("design-stats").textContent = speechStats(result);
+    $("design-stats").textContent = `${speechStats(result)} · seed ${result.seed}`;
     designed = { text: body.input, language: body.language, result };
+    // a clip the library would refuse is not offered: say why before a name is typed
+    const problem = result.stopped ? "stopped before the end" : referenceProblem(result.seconds);
+    $("keep-note").textContent = problem
+      ? `This design cannot be kept: ${problem}. Try a longer text or another seed.`
+      : "";
+    $("keep").disabled = Boolean(problem);
     $("keep-form").hidden = false;
   } catch (error) {
     $("design-stats").textContent = "";
@@ -55,7 +64,7 @@ async function keep(event) {
   } catch (error) {
     $("keep-error").textContent = describe(error);
   } finally {
-    $("keep").disabled = false;
+    $("keep").disabled = Boolean($("keep-note").textContent);
   }
 }
 

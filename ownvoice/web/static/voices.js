@@ -16,12 +16,14 @@ const GROUPS = [
 ];
 const PREVIEW = "Hello! This is a short preview of my voice.";
 export let voices = [];
+let referenceSeconds = null; // {min, max}: how long a clip the library takes
 let recorder = null;
 let recorded = null; // a Blob (WAV) recorded here, used instead of a file
 
 export async function loadVoices() {
   const list = await json("/v1/audio/voices");
   voices = list.voices;
+  referenceSeconds = list.reference_seconds ?? null;
   fillPicker($("voice"), voices);
   for (const id of ["language", "voice-language", "design-language"]) {
     fillLanguages($(id), list.languages);
@@ -110,6 +112,15 @@ async function deleteVoice(id) {
   }
 }
 
+/** Why a clip this long cannot become a voice, or "" when it can (as the server checks it). */
+export function referenceProblem(seconds) {
+  if (!referenceSeconds) return "";
+  const { min, max } = referenceSeconds;
+  if (seconds >= min && seconds <= max) return "";
+  return `too ${seconds < min ? "short" : "long"} (${seconds.toFixed(1)} s; ` +
+    `a voice needs ${min}–${max} s of speech)`;
+}
+
 /** Add a voice to the library: fields as POST /v1/audio/voices takes them. */
 export async function addVoice({ name, audio, filename, transcript, xVectorOnly, language, consent }) {
   const form = new FormData();
@@ -178,7 +189,10 @@ async function stopRecording() {
   $("record").disabled = false;
   $("record-stop").disabled = true;
   recorded = wavBlob(samples, rate);
-  $("record-status").textContent = `Recorded ${(samples.length / rate).toFixed(1)} s; it is used instead of a file.`;
+  const problem = referenceProblem(samples.length / rate);
+  $("record-status").textContent = problem
+    ? `Recorded, but ${problem}: record again.`
+    : `Recorded ${(samples.length / rate).toFixed(1)} s; it is used instead of a file.`;
   $("record-audio").src = URL.createObjectURL(recorded);
   $("record-audio").hidden = false;
 }
