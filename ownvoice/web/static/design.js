@@ -31,7 +31,7 @@ async function design(event) {
     $("design-stats").textContent = `${speechStats(result)} · seed ${result.seed}`;
     designed = { text: body.input, language: body.language, result };
     // a clip the library would refuse is not offered: say why before a name is typed
-    const problem = result.stopped ? "stopped before the end" : referenceProblem(result.seconds);
+    const problem = referenceProblem(result.seconds);
     $("keep-note").textContent = problem
       ? `This design cannot be kept: ${problem}. Try a longer text or another seed.`
       : "";
