@@ -270,7 +270,7 @@ class VoiceListResponse(BaseModel):
     languages: list[str] = []
     uploaded_voices: list[UploadedVoice] = []  # vLLM-Omni's clients read this key
     # how long a clip added to the library may be, so a page can say so before uploading
-    reference_seconds: SecondsRange | None = None
+    reference_seconds: SecondsRange
 
 
 class DesignRequest(BaseModel):

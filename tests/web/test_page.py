@@ -254,6 +254,14 @@ def test_design_then_keep_speaks_through_the_base_model(browser, site, screensho
     note = browser.find_element(By.ID, "keep-note").text
     assert note.startswith("This design cannot be kept: too short (0.6 s; a voice needs 3–30 s")
     assert not browser.find_element(By.ID, "keep").is_enabled()
+    # a text twice as long runs to its cap, past the 30 s a voice may be
+    short_text = browser.find_element(By.ID, "design-text").get_attribute("value")
+    fill(browser, "design-text", f"{short_text} {short_text}")
+    design(browser, seed=7)
+    note = browser.find_element(By.ID, "keep-note").text
+    assert note.startswith("This design cannot be kept: too long ("), note
+    assert not browser.find_element(By.ID, "keep").is_enabled()
+    fill(browser, "design-text", short_text)
     # another seed runs to the frame cap (22 s): this one can be kept
     stats = design(browser, seed=7)
     assert re.search(r" (\d+\.\d) s of audio .* · seed 7$", stats), stats

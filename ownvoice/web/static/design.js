@@ -64,7 +64,7 @@ async function keep(event) {
   } catch (error) {
     $("keep-error").textContent = describe(error);
   } finally {
-    $("keep").disabled = Boolean($("keep-note").textContent);
+    $("keep").disabled = false; // it runs only when Keep was enabled (a keepable design)
   }
 }
 
