@@ -43,13 +43,13 @@ MODULES = {
     "textsplit": ("ownvoice/textsplit.py", ["tests/test_textsplit.py",
                                             "tests/server/test_streamed_text.py"]),
     "audio": ("ownvoice/audio.py", ["tests/test_audio.py"]),
-    "voices": ("ownvoice/voices.py", ["tests/server/test_voices.py"]),
+    "voices": ("ownvoice/service/library.py", ["tests/server/test_voices.py"]),
     "errors": ("ownvoice/server/errors.py", ["tests/server/test_errors.py"]),
     "settings": ("ownvoice/server/settings.py", ["tests/server/test_settings.py"]),
     "plan": ("ownvoice/audiobook/plan.py", ["tests/audiobook/test_plan.py",
                                              "tests/audiobook/test_readers.py"]),
     "workdir": ("ownvoice/audiobook/workdir.py", ["tests/audiobook/test_workdir.py"]),
-    "encode": ("ownvoice/encode.py", ["tests/server/test_encode.py"]),
+    "encode": ("ownvoice/service/encode.py", ["tests/server/test_encode.py"]),
 }  # fmt: skip
 
 

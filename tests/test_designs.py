@@ -1,4 +1,4 @@
-"""Designed voices kept by name (ownvoice/designs.py): the file, the config, the checks."""
+"""Designed voices kept by name (ownvoice/service/designs.py): the file, the config, the checks."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from ownvoice.designs import DesignedVoice, DesignLibrary
 from ownvoice.errors import InvalidInput, VoiceNotFound
+from ownvoice.service.designs import DesignedVoice, DesignLibrary
 
 
 def test_saved_designs_survive_a_restart_and_config_ones_win(tmp_path):

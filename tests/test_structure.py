@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "ownvoice"
 
 def test_service_imports_no_http_framework_and_no_pydantic():
     modules = sorted(p.stem for p in (PACKAGE / "service").glob("*.py") if p.stem != "__init__")
-    assert {"pool", "scheduler", "planning", "voices", "admission"} <= set(modules)
+    assert {"pool", "scheduler", "planning", "voicemap", "library", "admission"} <= set(modules)
     code = (
         "import sys\n"
         + "".join(f"import ownvoice.service.{m}\n" for m in modules)

@@ -55,7 +55,7 @@ def library_dir(args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace) -> int:
     import time
 
-    from ownvoice.voices import VoiceLibrary
+    from ownvoice.service.library import VoiceLibrary
 
     library = VoiceLibrary(library_dir(args))
     if args.action == "list":

@@ -23,7 +23,6 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from ownvoice import __version__
-from ownvoice.designs import DesignLibrary
 from ownvoice.errors import ModelLoadError
 from ownvoice.server.auth import BodyLimit
 from ownvoice.server.drain import Drain, DrainGuard
@@ -36,11 +35,12 @@ from ownvoice.server.routes import designs as design_routes
 from ownvoice.server.routes import health, models, page, speech, stream, voices
 from ownvoice.server.settings import ServerSettings, load_settings
 from ownvoice.server.streaming import SpeechResponder
+from ownvoice.service.designs import DesignLibrary
+from ownvoice.service.library import VoiceLibrary
 from ownvoice.service.metrics import Metrics
 from ownvoice.service.planning import SpeechPlanner
 from ownvoice.service.pool import EnginePool
-from ownvoice.service.voices import VoiceMap
-from ownvoice.voices import VoiceLibrary
+from ownvoice.service.voicemap import VoiceMap
 
 log = logging.getLogger("ownvoice.server")
 

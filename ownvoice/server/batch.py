@@ -25,12 +25,12 @@ from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
-from ownvoice.encode import MEDIA_TYPES, AudioEncoder, TimeStretch
 from ownvoice.errors import QueueTimeout, ShuttingDown
 from ownvoice.server.errors import error_body, error_response, validation_message
 from ownvoice.server.protocol import SpeechRequest
 from ownvoice.server.refusals import request_id
 from ownvoice.server.streaming import RequestRecord
+from ownvoice.service.encode import MEDIA_TYPES, AudioEncoder, TimeStretch
 from ownvoice.service.generation import Generation
 from ownvoice.service.planning import plan_pieces
 

@@ -13,8 +13,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from ownvoice.service.library import NAME_PATTERN
 from ownvoice.service.planning import SpeechInput
-from ownvoice.voices import NAME_PATTERN
 
 ResponseFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]
 StreamFormat = Literal["audio", "sse"]

@@ -33,12 +33,12 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from ownvoice.designs import DesignedVoice, check_design
 from ownvoice.engine.options import EngineConfig
 from ownvoice.errors import InvalidInput
 from ownvoice.server.hosts import origin_key, split_authority
 from ownvoice.server.settings_problems import describe
 from ownvoice.service.config import Limits, ModelSpec, ServiceConfig
+from ownvoice.service.designs import DesignedVoice, check_design
 from ownvoice.service.roles import ROLE_TYPES
 from ownvoice.service.roles import model_type_hint as _type_hint
 from ownvoice.service.roles import resolve_roles as _resolve_roles
@@ -202,7 +202,7 @@ class WyomingBlock(_Block):
 
 
 class DesignEntry(_Block):
-    """A designed voice, `design:<name>` (see ownvoice/designs.py)."""
+    """A designed voice, `design:<name>` (see ownvoice/service/designs.py)."""
 
     instructions: str  # the voice, described
     language: str | None = None
@@ -227,7 +227,7 @@ class ServerSettings(BaseSettings):
     wyoming: WyomingBlock = WyomingBlock()
     gpu_keepalive_interval_s: float = Field(0, ge=0)  # >0: tiny GPU op when idle (AMD DPM)
     log_text: bool = False  # put the input text in the request log line
-    # OpenAI voice name -> preset speaker, merged over the built-in map (see service/voices.py)
+    # OpenAI voice name -> preset speaker, merged over the built-in map (see service/voicemap.py)
     voice_aliases: dict[str, str] = {}
     # designed voices by name: `design:<name>` for clients that cannot send instructions;
     # a plain string is the description

@@ -47,10 +47,10 @@ from fastapi import WebSocket, WebSocketDisconnect
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
-from ownvoice.encode import AudioEncoder
 from ownvoice.errors import InvalidInput, OwnvoiceError
 from ownvoice.server.errors import error_response, validation_message
 from ownvoice.server.protocol import SpeechSessionConfig
+from ownvoice.service.encode import AudioEncoder
 from ownvoice.service.generation import Generation
 from ownvoice.service.planning import plan_pieces
 

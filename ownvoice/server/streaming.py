@@ -27,7 +27,6 @@ import time
 from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
 
-from ownvoice.encode import MEDIA_TYPES, AudioEncoder, TimeStretch
 from ownvoice.server.errors import (
     InsufficientResources,
     QueueTimeout,
@@ -36,6 +35,7 @@ from ownvoice.server.errors import (
     is_out_of_memory,
 )
 from ownvoice.server.refusals import request_id
+from ownvoice.service.encode import MEDIA_TYPES, AudioEncoder, TimeStretch
 from ownvoice.service.generation import Generation
 from ownvoice.service.planning import SpeechPlan, plan_pieces
 

@@ -28,11 +28,11 @@ from ownvoice.errors import InvalidInput, PayloadTooLarge
 from ownvoice.languages import KNOWN as KNOWN_LANGS
 from ownvoice.languages import check_language, model_language
 from ownvoice.service.generation import PENDING
+from ownvoice.service.library import check_voice_fields
 from ownvoice.service.livetext import LiveText, split_input
 from ownvoice.service.tasks import check_reference_source, check_role, resolve_task
 from ownvoice.service.textfeed import TextFeed
-from ownvoice.service.voices import VoiceChoice
-from ownvoice.voices import check_voice_fields
+from ownvoice.service.voicemap import VoiceChoice
 
 log = logging.getLogger("ownvoice.server")
 
@@ -350,7 +350,7 @@ def _voice(plan: SpeechPlan, engine, pool, library):
         key = pool.model_key(choice.worker)
         return library.prompt(choice.profile, engine, key, plan.x_vector_only)
     from ownvoice.errors import AudioError
-    from ownvoice.voices import load_reference
+    from ownvoice.service.library import load_reference
 
     try:
         samples, rate = load_reference(plan.reference)

@@ -15,7 +15,7 @@ import shutil
 import signal
 import sys
 
-import ownvoice.voices
+import ownvoice.service.library
 from ownvoice.server import create_app
 from ownvoice.server.runner import run_server
 from tests.server.fakes import FakeEngine
@@ -36,7 +36,11 @@ def die() -> None:
 
 
 def arm(moment: str) -> None:
-    real_write_wav, real_rename, real_rmtree = ownvoice.voices.write_wav, os.rename, shutil.rmtree
+    real_write_wav, real_rename, real_rmtree = (
+        ownvoice.service.library.write_wav,
+        os.rename,
+        shutil.rmtree,
+    )
 
     def write_wav(path, *args, **kwargs):
         if moment == MOMENTS[0]:
@@ -63,9 +67,9 @@ def arm(moment: str) -> None:
             die()
         real_rmtree(path, *args, **kwargs)
 
-    ownvoice.voices.write_wav = write_wav
-    ownvoice.voices.os.rename = rename
-    ownvoice.voices.shutil.rmtree = rmtree
+    ownvoice.service.library.write_wav = write_wav
+    ownvoice.service.library.os.rename = rename
+    ownvoice.service.library.shutil.rmtree = rmtree
 
 
 def main(port: str, voices_dir: str, moment: str) -> int:

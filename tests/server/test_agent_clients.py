@@ -22,8 +22,8 @@ from livekit.agents import tts as lk_tts
 from livekit.plugins import openai as lk_openai
 from openai import AsyncOpenAI
 
-from ownvoice.encode import FORMATS
 from ownvoice.server import create_app
+from ownvoice.service.encode import FORMATS
 from tests.server.helpers import live_server, make_settings
 
 FRAME = 1920  # samples per 80 ms frame at 24 kHz

@@ -19,9 +19,9 @@ import pytest
 import soundfile as sf
 
 from ownvoice.audio import load_audio
-from ownvoice.encode import MEDIA_TYPES
 from ownvoice.errors import AudioError
-from ownvoice.voices import MAX_REF_TEXT_CHARS, RESERVED_NAMES, VoiceLibrary
+from ownvoice.service.encode import MEDIA_TYPES
+from ownvoice.service.library import MAX_REF_TEXT_CHARS, RESERVED_NAMES, VoiceLibrary
 from tests.server.fakes import FakeEngine
 from tests.server.helpers import make_settings, serve, speech_clip, wav_bytes
 from tests.server.test_errors import AUTH, KEY, assert_envelope, tree, upload
@@ -241,7 +241,7 @@ def test_an_upload_racing_a_delete_answers_with_the_voice_it_made(tmp_path, monk
         time.sleep(0.05)
         return real_get(key)
 
-    monkeypatch.setattr("ownvoice.voices.os.rename", rename_then_delete)
+    monkeypatch.setattr("ownvoice.service.library.os.rename", rename_then_delete)
     monkeypatch.setattr(library, "get", slow_get)
     for _ in range(3):
         profile = library.add("racer", CLIP, ref_text="Hello there.")  # never VoiceNotFound

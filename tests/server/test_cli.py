@@ -7,7 +7,7 @@ import json
 import pytest
 
 from ownvoice.cli import main
-from ownvoice.voices import VoiceLibrary
+from ownvoice.service.library import VoiceLibrary
 from tests.server.helpers import speech_clip, wav_bytes
 
 

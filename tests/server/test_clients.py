@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from ownvoice.encode import FORMATS
+from ownvoice.service.encode import FORMATS
 from tests.server.fakes import FakeEngine
 from tests.server.helpers import decode, make_settings, serve, speech_clip, wav_bytes
 

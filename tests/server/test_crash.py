@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ownvoice.voices import VoiceLibrary
+from ownvoice.service.library import VoiceLibrary
 from tests.server.crash_server import MOMENTS
 from tests.server.helpers import speech_clip, wav_bytes
 from tests.server.test_serve_command import free_port

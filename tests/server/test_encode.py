@@ -9,7 +9,8 @@ import pytest
 import soundfile as sf
 
 from ownvoice.audio import to_pcm16
-from ownvoice.encode import (
+from ownvoice.errors import InvalidInput
+from ownvoice.service.encode import (
     FORMATS,
     MEDIA_TYPES,
     AudioEncoder,
@@ -18,7 +19,6 @@ from ownvoice.encode import (
     time_stretch,
     wav_header,
 )
-from ownvoice.errors import InvalidInput
 from tests.server.helpers import decode
 
 SR = 24000

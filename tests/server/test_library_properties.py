@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ownvoice.errors import InvalidInput
-from ownvoice.voices import VoiceLibrary
+from ownvoice.service.library import VoiceLibrary
 from tests.server.fakes import FakeEngine
 from tests.server.helpers import make_settings, serve, speech_clip, wav_bytes
 from tests.server.test_errors import AUTH, KEY, assert_envelope

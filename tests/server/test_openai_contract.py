@@ -10,7 +10,7 @@ import time
 import openai
 import pytest
 
-from ownvoice.encode import FORMATS
+from ownvoice.service.encode import FORMATS
 from ownvoice.service.planning import frame_cap
 from tests.server.fakes import FakeEngine
 from tests.server.helpers import duration, make_settings, serve

@@ -15,8 +15,8 @@ import httpx
 import openai
 import pytest
 
-from ownvoice.encode import FORMATS
 from ownvoice.server import create_app
+from ownvoice.service.encode import FORMATS
 from tests.server.helpers import duration, live_server, make_settings, speech_clip, wav_bytes
 
 FRAME_BYTES = 1920 * 2  # one 80 ms frame of 24 kHz s16le

@@ -9,7 +9,6 @@ import pytest
 
 from ownvoice.cli import build_parser
 from ownvoice.cli.serve import build_settings
-from ownvoice.designs import DesignedVoice
 from ownvoice.engine.options import EngineConfig
 from ownvoice.errors import InvalidInput
 from ownvoice.server.settings import (
@@ -20,6 +19,7 @@ from ownvoice.server.settings import (
     resolve_roles,
 )
 from ownvoice.service.config import Limits, ModelSpec, ServiceConfig
+from ownvoice.service.designs import DesignedVoice
 
 REPO = Path(__file__).resolve().parents[2]
 

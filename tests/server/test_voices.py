@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ownvoice.errors import AudioError, InvalidInput, VoiceNotFound
-from ownvoice.voices import VoiceExists, VoiceLibrary
+from ownvoice.service.library import VoiceExists, VoiceLibrary
 from tests.server.fakes import FakeEngine
 from tests.server.helpers import speech_clip, wav_bytes
 
@@ -233,7 +233,7 @@ def clip(seconds: float, rate: int = 8000, level: float = 0.3) -> np.ndarray:
     ],
 )  # fmt: skip
 def test_reference_length_and_silence_limits(samples, message):
-    from ownvoice.voices import check_reference
+    from ownvoice.service.library import check_reference
 
     if message is None:
         check_reference(samples, 8000)
@@ -247,7 +247,7 @@ def test_reference_length_and_silence_limits(samples, message):
     "clipped, refused, share", [(32, False, ""), (33, True, "0.10"), (160, True, "0.50")]
 )  # 0.1 % of 32 000 samples is allowed
 def test_clipping_counts_samples_at_full_scale(clipped, refused, share):
-    from ownvoice.voices import check_reference
+    from ownvoice.service.library import check_reference
 
     samples = clip(4.0)
     samples[:clipped] = 0.999  # at the clip level counts as clipped
@@ -263,7 +263,7 @@ def test_clipping_counts_samples_at_full_scale(clipped, refused, share):
 
 
 def test_a_long_upload_is_never_decoded_past_the_longest_clip():
-    from ownvoice.voices import load_reference
+    from ownvoice.service.library import load_reference
 
     with pytest.raises(AudioError) as caught:
         load_reference(wav_bytes(clip(40.0), 8000))
@@ -287,7 +287,7 @@ def test_a_long_upload_is_never_decoded_past_the_longest_clip():
     ],
 )  # fmt: skip
 def test_voice_fields_at_their_limits(fields, param, message):
-    from ownvoice.voices import check_voice_fields
+    from ownvoice.service.library import check_voice_fields
 
     args = {"ref_text": None, "language": None, "consent": None, **fields}
     if message is None:
@@ -299,7 +299,7 @@ def test_voice_fields_at_their_limits(fields, param, message):
 
 
 def test_voice_fields_are_stripped_and_blank_is_none():
-    from ownvoice.voices import check_voice_fields
+    from ownvoice.service.library import check_voice_fields
 
     assert check_voice_fields("  Hi there.  ", " english ", None, None) == ("Hi there.", "english")
     assert check_voice_fields("   ", "  ", None, None) == (None, None)
@@ -320,7 +320,7 @@ def test_voice_fields_are_stripped_and_blank_is_none():
     ],
 )  # fmt: skip
 def test_names_at_their_limits(name, message):
-    from ownvoice.voices import validate_name
+    from ownvoice.service.library import validate_name
 
     if message is None:
         assert validate_name(f" {name} ") == name
@@ -377,7 +377,7 @@ def test_a_taken_name_is_refused_with_409(tmp_path):
 
 
 def test_a_failed_write_leaves_nothing(tmp_path, monkeypatch):
-    import ownvoice.voices as voices
+    import ownvoice.service.library as voices
 
     def broken(*args, **kwargs):
         raise OSError("disk full")
@@ -425,7 +425,7 @@ def test_a_broken_profile_is_skipped_with_its_reason(tmp_path, caplog, meta, rea
     folder = write_profile(tmp_path / "v")
     (folder / "empty.wav").write_bytes(b"")
     (folder / "meta.json").write_text(meta if isinstance(meta, str) else json.dumps(meta))
-    with caplog.at_level("WARNING", logger="ownvoice.voices"):
+    with caplog.at_level("WARNING", logger="ownvoice.service.library"):
         assert VoiceLibrary(tmp_path).profiles() == []
     assert [r.getMessage() for r in caplog.records] == [
         f"voice library: skipping {folder}: {reason}"
@@ -463,7 +463,7 @@ def test_modes_of_a_voice_without_transcript_are_encoded_apart(tmp_path, caplog)
     # a damaged cache entry is re-made, and said so
     for entry in (tmp_path / "v" / ".cache").glob("prompt-*"):
         entry.write_bytes(b"damaged")
-    with caplog.at_level("WARNING", logger="ownvoice.voices"):
+    with caplog.at_level("WARNING", logger="ownvoice.service.library"):
         VoiceLibrary(tmp_path).prompt(profile, engine, "m", x_vector_only=False)
     assert engine.make_voice_calls == 3
     (message,) = [r.getMessage() for r in caplog.records]
@@ -516,7 +516,7 @@ def test_a_read_only_library_still_speaks_and_says_why_it_cannot_cache(
 
     monkeypatch.setattr(VoicePrompt, "save", read_only)
     lib = VoiceLibrary(tmp_path)
-    with caplog.at_level("WARNING", logger="ownvoice.voices"):
+    with caplog.at_level("WARNING", logger="ownvoice.service.library"):
         lib.prompt(lib.get("Alice"), FakeEngine("base"), "m", x_vector_only=False)
     assert [r.getMessage() for r in caplog.records] == [
         "voice Alice: cannot cache the encoded prompt: Read-only file system"
@@ -527,7 +527,7 @@ def test_a_running_process_is_told_from_a_finished_one():
     import subprocess
     import sys
 
-    from ownvoice.voices import _running
+    from ownvoice.service.library import _running
 
     done = subprocess.run([sys.executable, "-c", "pass"], check=True)
     assert done.returncode == 0
@@ -562,7 +562,7 @@ def test_leftovers_of_killed_writes_are_cleaned_and_nothing_else(tmp_path):
 
 
 def test_a_process_of_another_user_counts_as_running(monkeypatch):
-    from ownvoice.voices import _running
+    from ownvoice.service.library import _running
 
     def not_ours(pid, signal):
         raise PermissionError("not permitted")
@@ -589,7 +589,7 @@ def test_a_voice_is_found_by_name_id_or_folder(tmp_path):
 def test_a_profile_broken_again_differently_is_reported_again(tmp_path, caplog):
     folder = write_profile(tmp_path / "v")
     lib = VoiceLibrary(tmp_path)
-    with caplog.at_level("WARNING", logger="ownvoice.voices"):
+    with caplog.at_level("WARNING", logger="ownvoice.service.library"):
         (folder / "meta.json").write_text("{broken")
         lib.profiles()
         lib.profiles()

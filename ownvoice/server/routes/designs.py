@@ -1,4 +1,4 @@
-"""Designed voices by name (`design:<name>`): list, save, delete (ownvoice/designs.py)."""
+"""Designed voices by name (`design:<name>`): list, save, delete (ownvoice/service/designs.py)."""
 
 from __future__ import annotations
 

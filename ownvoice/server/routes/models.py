@@ -7,7 +7,7 @@ from fastapi import APIRouter, Depends, Request
 from ownvoice.errors import ModelNotFound
 from ownvoice.server.auth import require_api_key
 from ownvoice.server.protocol import ERROR_RESPONSES, AudioModelList, ModelCard, ModelList
-from ownvoice.service.voices import GENERIC_MODELS
+from ownvoice.service.voicemap import GENERIC_MODELS
 
 public = APIRouter(responses=ERROR_RESPONSES)
 router = APIRouter(dependencies=[Depends(require_api_key)], responses=ERROR_RESPONSES)

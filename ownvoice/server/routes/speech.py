@@ -8,7 +8,6 @@ import logging
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
-from ownvoice.encode import MEDIA_TYPES
 from ownvoice.server.auth import require_api_key
 from ownvoice.server.batch import speak_batch
 from ownvoice.server.protocol import (
@@ -18,6 +17,7 @@ from ownvoice.server.protocol import (
     SpeechRequest,
     VoiceCloneRequest,
 )
+from ownvoice.service.encode import MEDIA_TYPES
 
 log = logging.getLogger("ownvoice.server")
 router = APIRouter(dependencies=[Depends(require_api_key)], responses=ERROR_RESPONSES)

@@ -22,7 +22,7 @@ from ownvoice.server.protocol import (
     VoiceListResponse,
     VoiceResource,
 )
-from ownvoice.voices import (
+from ownvoice.service.library import (
     MAX_CONSENT_CHARS,
     MAX_LANGUAGE_CHARS,
     MAX_REF_SECONDS,

@@ -25,10 +25,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ownvoice.designs import DesignedVoice, DesignLibrary
 from ownvoice.errors import InvalidInput, ModelNotFound, VoiceNotFound
+from ownvoice.service.designs import DesignedVoice, DesignLibrary
+from ownvoice.service.library import VoiceLibrary, VoiceProfile
 from ownvoice.service.roles import ROLE_TYPES
-from ownvoice.voices import VoiceLibrary, VoiceProfile
 
 OPENAI_VOICES = {
     "alloy": "vivian",

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ownvoice.errors import InvalidInput, VoiceNotFound
 from ownvoice.languages import check_language
-from ownvoice.voices import NAME_PATTERN
+from ownvoice.service.library import NAME_PATTERN
 
 DESIGNS_FILE = "designs.json"
 PREFIX = "design:"
