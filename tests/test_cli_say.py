@@ -57,7 +57,7 @@ def test_user_errors_are_one_line(tiny_checkpoints, tmp_path):
                "--device", "cpu", "-o", str(tmp_path / "x.wav"))  # fmt: skip
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
-    assert "unknown speaker 'nobody'" in proc.stderr and "ryan" in proc.stderr
+    assert "voice 'nobody' is not available" in proc.stderr and "ryan" in proc.stderr
 
 
 def test_list_speakers_and_languages(tiny_checkpoints):

@@ -72,3 +72,26 @@ def test_every_hand_made_mutant_still_applies():
         assert mutant.new != mutant.old, mutant.name
         for test in mutant.tests:
             assert (root / test.split("::")[0]).is_file(), f"{mutant.name!r}: no {test}"
+
+
+def test_front_ends_start_requests_only_through_the_service_entry():
+    """A request's life (admission, generation, scheduling, drain, the record) is written once,
+    in service/speech.py: no front end reaches past it."""
+    inner = re.compile(
+        r"^\s*(from|import) ownvoice\.service(\.| import )(scheduler|admission|generation)\b",
+        re.M,
+    )
+    by_hand = re.compile(r"\.(admit|try_admit|submit)\(|\bGeneration\(|\bScheduler\(")
+    for front_end in ("server", "wyoming", "audiobook", "cli"):
+        for path in (PACKAGE / front_end).rglob("*.py"):
+            text = path.read_text()
+            found = inner.search(text) or by_hand.search(text)
+            assert found is None, f"{path.relative_to(PACKAGE)}: {found.group(0).strip()}"
+
+
+def test_the_http_answer_ends_its_request_in_one_place():
+    """One generator with one `finally` owns the end of an HTTP speech request: a new stop
+    reason is handled once, by the service's Run.status."""
+    text = (PACKAGE / "server" / "streaming.py").read_text()
+    assert text.count(".finish(") == 1  # in `_answer`'s finally
+    assert text.count("run.cancel(") == 1  # the client left (its row is freed by finish)

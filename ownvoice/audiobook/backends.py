@@ -216,8 +216,9 @@ def _retry_after(value: str | None) -> float | None:
 
 
 class EngineBackend:
-    """An Engine in this process, behind the service's scheduler: chunks sent from several
-    threads at once run as one batch (`batch_size()` of them keep it full).
+    """An Engine in this process, behind the speech service (service/speech.py, as a server
+    runs it): chunks sent from several threads at once run as one batch (`batch_size()` of them
+    keep it full).
 
     `max_seconds` becomes the frame cap, so a runaway chunk costs bounded time."""
 
@@ -230,17 +231,23 @@ class EngineBackend:
         voice_id: str | None = None,  # stands for `voice` in the key (e.g. hash of a ref clip)
         instruct: str | None = None,
     ):
-        from ownvoice.service.scheduler import Scheduler
+        from ownvoice.service.config import Limits
+        from ownvoice.service.speech import SpeechService
 
         self.engine, self.model_id = engine, model_id
         self.voice, self.instruct = voice, instruct
         self.voice_id = voice_id if voice_id is not None else voice
-        # every chunk in flight has a row or a place in the queue: nothing is refused
-        self.scheduler = Scheduler(
-            "book", loader=None, engine=engine, max_batch=engine.max_batch, queue_size=64
+        # every chunk in flight has a row or a place in the queue: nothing is refused; a chunk
+        # is one piece (the book's planner cut it) and takes as long as it takes
+        limits = Limits(
+            max_batch=engine.max_batch,
+            queue_size=64,
+            max_input_chars=1 << 30,
+            max_chunk_chars=1 << 30,
+            request_timeout_s=math.inf,
         )
-        self.scheduler.state = "ready"  # loaded and used as it is: no warm-up for a book
-        self.scheduler.start(load_now=False)
+        self.service = SpeechService.local(engine, name="book", limits=limits, chunk_frames=64)
+        self.scheduler = self.service.pool.workers["book"]
 
     def identity(self) -> dict:
         return {
@@ -273,33 +280,39 @@ class EngineBackend:
     def synthesize(
         self, text: str, *, seed: int, language: str, max_seconds: float, voice: str | None = None
     ) -> Rendered:
-        from ownvoice.engine.options import SynthesisOptions
-        from ownvoice.service.generation import Generation
+        from ownvoice.service.planning import SpeechInput
+        from ownvoice.service.speech import Origin
 
         said_by = self.voice if voice is None else self._speaker(voice)
-        options = SynthesisOptions(
+        prompt = said_by if not isinstance(said_by, str | None) else None
+        request = SpeechInput(
+            input=text,
+            voice="design" if said_by is None else ("" if prompt is not None else said_by),
+            voice_prompt=prompt,
+            instructions=self.instruct,
             language=language,
             seed=seed,
             max_frames=math.ceil(max_seconds * FRAMES_PER_SECOND) + 1,
             first_chunk_frames=64,
-            chunk_frames=64,
+            response_format="pcm",
         )
-
-        def pieces(engine):
-            yield engine.start(text, voice=said_by, instruct=self.instruct, options=options)
-
-        gen = Generation(pieces, self.scheduler.admission.admit(), deadline=math.inf)
-        self.scheduler.submit(gen)
+        run = self.service.speak(request, Origin("book"))  # a bad voice: raised at once
+        error = None
         try:
-            chunks = list(gen.chunks_blocking())
-        except OwnvoiceError:
+            chunks = list(run.chunks_blocking())
+        except OwnvoiceError as e:
+            error = e
             raise  # a bad voice or language fails every chunk alike
         except Exception as e:  # e.g. out of memory: another attempt may fit
+            error = e
             raise Retryable("engine_error", f"{type(e).__name__}: {e}") from e
+        except BaseException as e:  # this thread was interrupted: free the row
+            error = e
+            raise
         finally:
-            gen.cancel()  # a no-op once it ended; frees the row if this thread was interrupted
+            run.finish(error)
         audio = np.concatenate([c.samples for c in chunks]).astype(np.float32).reshape(-1)
         return Rendered(audio, chunks[-1].stop_reason)
 
     def close(self) -> None:
-        self.scheduler.stop()
+        self.service.pool.close()

@@ -19,7 +19,7 @@ import time
 import numpy as np
 import torch
 
-from ownvoice.bench.worker import TEXT, peak_rss_bytes, sync, voice_for
+from ownvoice.bench.common import TEXT, peak_rss_bytes, sync, voice_for
 
 
 def run_batch(spec: dict) -> dict:
@@ -107,25 +107,38 @@ def _run_rows(engine, text, kw, opts, rows: int) -> tuple[int, float]:
 
 def _late_arrivals(engine, text, kw, opts, rows: int, probes: int, step_s: float) -> list[float]:
     """Seconds from arrival to first audio for `probes` requests that each arrive at a random
-    moment while rows-1 long requests generate (the probe is cancelled after its first chunk)."""
-    from ownvoice.service.generation import Generation
-    from ownvoice.service.scheduler import Scheduler
+    moment while rows-1 long requests generate (the probe is cancelled after its first chunk),
+    through the speech service as a server runs them."""
+    from ownvoice.service.config import Limits
+    from ownvoice.service.planning import SpeechInput
+    from ownvoice.service.speech import Origin, SpeechService
 
-    scheduler = Scheduler("bench", loader=None, engine=engine, max_batch=rows, queue_size=rows)
-    scheduler.state = "ready"
-    scheduler.start(load_now=False)
+    limits = Limits(max_batch=rows, queue_size=rows, max_input_chars=1 << 30,
+                    request_timeout_s=float("inf"))  # fmt: skip
+    service = SpeechService.local(engine, name="bench", limits=limits,
+                                  chunk_frames=opts.chunk_frames)  # fmt: skip
+    scheduler = service.pool.workers["bench"]
     rng = random.Random(0)
+    voice = kw.get("voice")
 
-    def request(options):
-        def pieces(e):
-            yield e.start(text, **kw, options=options)
+    def request(seed: int):
+        return service.speak(
+            SpeechInput(
+                input=text,
+                voice="design" if voice is None else (voice if isinstance(voice, str) else ""),
+                voice_prompt=None if isinstance(voice, str | None) else voice,
+                instructions=kw.get("instruct"),
+                language=opts.language,
+                seed=seed,
+                max_frames=100_000,
+                first_chunk_frames=opts.first_chunk_frames,
+                response_format="pcm",
+            ),
+            Origin("bench"),
+        )
 
-        gen = Generation(pieces, scheduler.admission.admit(), deadline=float("inf"))
-        scheduler.submit(gen)
-        return gen
-
-    background = [request(opts.with_(max_frames=100_000, seed=100 + i)) for i in range(rows - 1)]
-    drains = [threading.Thread(target=lambda g=g: list(g.chunks_blocking())) for g in background]
+    background = [request(100 + i) for i in range(rows - 1)]
+    drains = [threading.Thread(target=lambda r=r: list(r.chunks_blocking())) for r in background]
     for t in drains:
         t.start()
     try:
@@ -135,18 +148,20 @@ def _late_arrivals(engine, text, kw, opts, rows: int, probes: int, step_s: float
         for i in range(probes):
             time.sleep(rng.uniform(0, step_s))  # arrive anywhere within a step
             t0 = time.perf_counter()
-            probe = request(opts.with_(max_frames=100_000, seed=i))
+            probe = request(i)
             next(probe.chunks_blocking())
             out.append(time.perf_counter() - t0)
-            probe.cancel()
+            probe.finish()
             _wait(lambda: scheduler.occupancy == rows - 1)
         return out
     finally:
-        for g in background:
-            g.cancel()
+        for r in background:
+            r.cancel()
         for t in drains:
             t.join(60)
-        scheduler.stop()
+        for r in background:
+            r.finish()
+        service.pool.close()
 
 
 def _wait(condition, timeout: float = 600) -> None:

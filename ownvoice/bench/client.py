@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from ownvoice.bench.worker import TEXT
+from ownvoice.bench.common import TEXT
 
 
 def run_client(url: str, levels: list[int], frames: int, requests: int, voice: str, api_key=None):

@@ -171,8 +171,8 @@ def run(args: argparse.Namespace) -> int:
 def _text_stream(args: argparse.Namespace) -> int:
     import json
 
+    from ownvoice.bench.common import voice_for
     from ownvoice.bench.textstream import ANSWER, format_text_stream_table, run_text_stream
-    from ownvoice.bench.worker import voice_for
     from ownvoice.engine.engine import Engine
 
     engine = Engine.load(args.model, device=args.device, dtype=args.dtype, max_batch=1,

@@ -145,7 +145,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.output and not args.dry_run:
         raise InvalidInput("-o/--output is required (or --dry-run)", param="output")
     if not getattr(args, "verbose", False):
-        logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per chunk is noise
+        # one line per chunk is noise (the book's report says how its chunks went)
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+        logging.getLogger("ownvoice.requests").setLevel(logging.WARNING)
     if args.server:
         if args.ref_audio:
             raise InvalidInput(

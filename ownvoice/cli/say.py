@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 
@@ -71,11 +72,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dataclasses import replace
+    import numpy as np
 
     from ownvoice.audio import write_wav
     from ownvoice.engine.engine import Engine
-    from ownvoice.engine.options import SynthesisOptions
     from ownvoice.errors import InvalidInput
 
     engine = Engine.load(
@@ -96,40 +96,70 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidInput("no text given (pass TEXT, or '-' to read stdin)", param="text")
     if not args.output:
         raise InvalidInput("-o/--output is required", param="output")
+    chunks = _speak(engine, text, args)
+    audio = np.concatenate([c.samples for c in chunks]).astype(np.float32, copy=False)
+    codes = np.concatenate([c.codes for c in chunks]).reshape(-1, engine.num_codebooks)
+    write_wav(args.output, audio, engine.sample_rate)
+    if args.codes_out:
+        with open(args.codes_out, "w") as f:
+            json.dump(codes.tolist(), f)
+    print(
+        f"wrote {args.output}: {len(audio) / engine.sample_rate:.2f} s, {len(codes)} frames "
+        f"(stopped: {chunks[-1].stop_reason})"
+    )
+    return 0
 
-    sampling = engine.default_sampling
-    if args.greedy:
-        sampling = replace(sampling, do_sample=False, sub_do_sample=False)
-    overrides = {
-        "temperature": args.temperature,
-        "top_k": args.top_k,
-        "top_p": args.top_p,
-        "repetition_penalty": args.repetition_penalty,
-        "sub_temperature": args.sub_temperature,
-        "sub_top_k": args.sub_top_k,
-        "sub_top_p": args.sub_top_p,
-    }
-    sampling = replace(sampling, **{k: v for k, v in overrides.items() if v is not None})
 
-    voice = args.speaker
+def _speak(engine, text: str, args: argparse.Namespace) -> list:
+    """The text's audio chunks, through the speech service as the server makes them: long
+    text in sentence pieces, each piece capped by its length unless --max-frames is given."""
+    from ownvoice.errors import InvalidInput
+    from ownvoice.service.config import Limits
+    from ownvoice.service.planning import SpeechInput
+    from ownvoice.service.speech import Origin, SpeechService
+
+    sampling = {"do_sample": False, "sub_do_sample": False} if args.greedy else {}
+    for name in ("temperature", "top_k", "top_p", "repetition_penalty", "sub_temperature",
+                 "sub_top_k", "sub_top_p"):  # fmt: skip
+        if getattr(args, name) is not None:
+            sampling[name] = getattr(args, name)
+    prompt, voice = None, args.speaker or ""
     if args.ref_audio:
-        voice = engine.make_voice(
+        prompt = engine.make_voice(
             args.ref_audio, ref_text=args.ref_text, x_vector_only=args.x_vector_only
         )
-    options = SynthesisOptions(
+    elif engine.model_type == "base":
+        raise InvalidInput(
+            "a Base model speaks a cloned voice: give --ref-audio (and --ref-text, or "
+            "--x-vector-only)",
+            param="ref_audio",
+        )
+    elif engine.model_type == "voice_design":
+        voice = "design"
+    request = SpeechInput(
+        input=text,
+        voice=voice,
+        voice_prompt=prompt,
+        instructions=args.instruct,
         language=args.language,
-        sampling=sampling,
         seed=args.seed,
         max_frames=args.max_frames,
         text_mode=args.text_mode,
+        first_chunk_frames=64,
+        response_format="pcm",
+        sampling=sampling,
     )
-    result = engine.synthesize(text, voice=voice, instruct=args.instruct, options=options)
-    write_wav(args.output, result.audio, result.sample_rate)
-    if args.codes_out:
-        with open(args.codes_out, "w") as f:
-            json.dump(result.codes.tolist(), f)
-    print(
-        f"wrote {args.output}: {result.duration:.2f} s, {len(result.codes)} frames "
-        f"(stopped: {result.stop_reason})"
-    )
-    return 0
+    limits = Limits(max_input_chars=1 << 30, request_timeout_s=math.inf)
+    service = SpeechService.local(engine, name="say", limits=limits, chunk_frames=64)
+    error = None
+    try:
+        run = service.speak(request, Origin("say"))
+        try:
+            return list(run.chunks_blocking())
+        except BaseException as e:
+            error = e
+            raise
+        finally:
+            run.finish(error)
+    finally:
+        service.pool.close()

@@ -270,7 +270,11 @@ class Engine:
             return self._prompt(ids, req.cond, text_open, row_invariant=True)
 
         m = self._m
-        text = OpenText(source, m.tokenizer, m.model.talker, build, req.cond, req.ids)
+
+        def cap(text: str) -> int:
+            return options.frames_for(text, m.default_max_frames)
+
+        text = OpenText(source, m.tokenizer, m.model.talker, build, req.cond, req.ids, cap)
         return self._sequence(req, None, options, tag, text)
 
     def startable(self, seq: Sequence) -> bool:

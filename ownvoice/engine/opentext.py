@@ -42,7 +42,6 @@ class TextSoFar:
 
     text: str  # all of the text so far (it only grows)
     final: bool  # True once no more text will come
-    max_frames: int | None = None  # the frame cap for the text so far (None: keep the last)
 
 
 class OpenText:
@@ -56,8 +55,10 @@ class OpenText:
         build: Callable[[PromptIds, bool], Prompt],  # (ids, text_open) -> Prompt
         cond: Conditioning,
         base: PromptIds,  # the request's role, instruct and reference ids (its text is unused)
+        frame_cap: Callable[[str], int],  # text so far -> the sequence's frame cap
     ):
         self.source, self.tokenizer, self.talker, self.build = source, tokenizer, talker, build
+        self.frame_cap = frame_cap
         self.base = base
         self.icl = cond.ref_codes is not None
         # text tokens the prefill takes: the first one, or (ICL) as many as the reference has
@@ -65,7 +66,7 @@ class OpenText:
         self.need = icl_prefill_tokens(cond) if self.icl else 1
         self.prompt: Prompt | None = None
         self.final = False
-        self.max_frames: int | None = None
+        self.max_frames: int | None = None  # for the text so far, once some has come
         self.waited = 0  # steps the row sat out for want of text
         self._seen: TextSoFar | None = None
         self._ref_ids: list[int] = (base.ref_text or []) if self.icl else []
@@ -99,8 +100,7 @@ class OpenText:
         if now == self._seen or self.final:
             return
         self._seen = now
-        if now.max_frames is not None:
-            self.max_frames = now.max_frames
+        self.max_frames = self.frame_cap(now.text)
         ids = self._tokens(now)
         if ids is None:
             return

@@ -6,6 +6,8 @@ Defaults are those of the reference package (`generation_config.json` of the Qwe
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, replace
 
 from ownvoice.errors import InvalidInput
@@ -13,6 +15,26 @@ from ownvoice.errors import InvalidInput
 TEXT_MODES = ("streaming", "non-streaming")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 QUANTIZE = (None, "int8", "int4")  # integer weights for the CPU kernels (engine/fast/packed.py)
+
+
+# -- the frame cap: how long a text may be spoken at most ----------------------------------------
+FRAMES_PER_SECOND = 12.5  # the 12 Hz codec: one frame = 80 ms
+CHARS_PER_SECOND = 14.0  # typical read-aloud rate of Latin text, spaces and punctuation included
+CAP_FACTOR = 3.0  # allow 3x the expected duration: slow voices, long pauses, spelled-out numbers
+MIN_CAP_FRAMES = 40  # 3.2 s floor, for "Hi." or "2024" (which are longer spoken than written)
+# One CJK character, kana or hangul syllable is spoken about as long as 3 Latin characters
+# (~4-5 syllables per second against ~14 characters per second); a digit as 2 (numbers expand).
+_WIDE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_DIGIT = re.compile(r"[0-9]")
+
+
+def frame_cap(text: str) -> int:
+    """Most frames a text may take when the caller sets no max_frames: 40 + ceil(3 * 12.5 / 14
+    * weighted characters), about 2.7 frames per Latin character (3x the ~0.9 frames/character
+    of speech at ~14 characters per second); CJK characters weigh 3, digits 2. A checkpoint that
+    misses its end of speech stops here instead of after minutes of noise."""
+    units = len(text) + 2 * len(_WIDE.findall(text)) + len(_DIGIT.findall(text))
+    return MIN_CAP_FRAMES + math.ceil(CAP_FACTOR * FRAMES_PER_SECOND / CHARS_PER_SECOND * units)
 
 
 @dataclass(frozen=True)
@@ -66,8 +88,9 @@ class SynthesisOptions:
     # seed for sampling; None = nondeterministic
     seed: int | None = None
     # cap on generated frames (12.5 frames per second of audio); generation stops earlier at EOS.
-    # Exactly this many frames come out when EOS never wins. None = the checkpoint's
-    # max_new_tokens - 1 (8191 frames, 11 minutes), as upstream.
+    # Exactly this many frames come out when EOS never wins. None = a cap from the text's length
+    # (`frame_cap`, about 3x its spoken length), at most the checkpoint's max_new_tokens - 1
+    # (8191 frames, 11 minutes, upstream's only cap)
     max_frames: int | None = None
     # how the text enters the talker: all at once ("non-streaming"), or one token per frame
     # ("streaming"). None = the reference default: non-streaming for CustomVoice/VoiceDesign,
@@ -95,6 +118,11 @@ class SynthesisOptions:
 
     def with_(self, **changes) -> SynthesisOptions:
         return replace(self, **changes)
+
+    def frames_for(self, text: str, most: int) -> int:
+        """The frame cap for `text`: max_frames when given, else `frame_cap(text)`; at most
+        `most` (the checkpoint's)."""
+        return self.max_frames or min(frame_cap(text), most)
 
 
 @dataclass(frozen=True)

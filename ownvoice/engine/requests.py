@@ -117,5 +117,5 @@ def resolve_request(
             non_streaming=text_mode == "non-streaming",
         ),
         sampling=options.sampling or m.default_sampling,
-        max_frames=options.max_frames or m.default_max_frames,
+        max_frames=options.frames_for(text, m.default_max_frames),
     )

@@ -34,13 +34,11 @@ from ownvoice.server.refusals import RefusalLog
 from ownvoice.server.routes import designs as design_routes
 from ownvoice.server.routes import health, models, page, speech, stream, voices
 from ownvoice.server.settings import ServerSettings, load_settings
-from ownvoice.server.streaming import SpeechResponder
 from ownvoice.service.designs import DesignLibrary
 from ownvoice.service.library import VoiceLibrary
 from ownvoice.service.metrics import Metrics
-from ownvoice.service.planning import SpeechPlanner
 from ownvoice.service.pool import EnginePool
-from ownvoice.service.voicemap import VoiceMap
+from ownvoice.service.speech import SpeechService
 
 log = logging.getLogger("ownvoice.server")
 
@@ -58,8 +56,8 @@ def create_app(
     pool = EnginePool(config, engines, metrics)
     library = VoiceLibrary(settings.voices_dir)
     designs = DesignLibrary(settings.voices_dir, settings.designed_voices())
-    voicemap = VoiceMap(pool, library, settings.voice_aliases, designs)
-    drain = Drain()
+    service = SpeechService(config, pool, library, designs, metrics)
+    drain = Drain(service)
     hosts = HostPolicy.from_settings(settings.server)
     doctor = run_doctor if run_doctor is not None else engines is None
 
@@ -91,15 +89,9 @@ def create_app(
 
     app = FastAPI(title="ownvoice", version=__version__, lifespan=lifespan)
     app.state.settings = settings
-    app.state.metrics = metrics
-    app.state.pool = pool
-    app.state.library = library
-    app.state.designs = designs
-    app.state.voicemap = voicemap
+    app.state.service = service  # models, voices, metrics and every speech request
     app.state.drain = drain
     app.state.hosts = hosts  # the WebSocket checks Host and Origin itself (HostGuard: HTTP)
-    app.state.planner = SpeechPlanner(config, pool, voicemap, library)
-    app.state.responder = SpeechResponder(settings, pool, library, metrics, drain)
     app.state.warnings = []
     app.state.wyoming = None  # the Wyoming listener, once started
     app.state.on_fatal = None  # set by runner.run_server: stop serving when a model cannot load
@@ -130,7 +122,7 @@ def create_app(
 
 
 async def _load(app: FastAPI) -> None:
-    settings, pool = app.state.settings, app.state.pool
+    settings, pool = app.state.settings, app.state.service.pool
     try:
         await pool.start()
         host = settings.server.host
@@ -159,22 +151,16 @@ async def _start_wyoming(app: FastAPI):
     block = settings.wyoming
     if block.uri is None:
         return None
-    from ownvoice.wyoming import Service, WyomingOptions, WyomingServer
+    from ownvoice.wyoming import WyomingOptions, WyomingServer
 
     options = WyomingOptions(
         uri=block.uri,
         voice=block.voice,
         seed=block.seed,
         zeroconf=block.zeroconf,
-        send_timeout_s=settings.limits.send_timeout_s,
-        request_timeout_s=settings.limits.request_timeout_s,
+        max_connections=block.max_connections,
     )
-    state = app.state
-    service = Service(
-        options, state.planner, state.pool, state.library, state.voicemap, state.metrics,
-        track=state.drain.track,
-    )  # fmt: skip
-    server = WyomingServer(options, service)
+    server = WyomingServer(options, app.state.service)
     await server.start()
     return server
 

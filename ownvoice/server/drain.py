@@ -3,18 +3,20 @@
     drain = app.state.drain          # made by create_app; runner.py calls drain.begin()
     drain.begin()                    # /ready -> 503 at once; new requests -> 503 shutting_down
     drain.idle                       # True once every request in flight has finished
-    drain.track(job); drain.abort()  # the wait is over: stop every generation (reason "shutdown")
+    drain.abort()                    # the wait is over: stop every generation (reason "shutdown")
 
-`DrainGuard` (ASGI middleware) counts the requests in flight (queued, generating or streaming:
-a streamed response counts until its last byte is sent) and, while draining, answers new ones
-with 503 `shutting_down` and `Connection: close`. The probes and /metrics keep answering, so a
+`DrainGuard` (ASGI middleware) counts the HTTP requests in flight (queued, generating or
+streaming: a streamed response counts until its last byte is sent) and, while draining, answers
+new ones with 503 `shutting_down` and `Connection: close`. The speech service counts the speech
+requests of every front end (a WebSocket utterance, a Wyoming synthesize), refuses new ones
+while draining, and lets those in flight end as their protocol says (audio.done and
+session.done, audio-stop) before the server stops. The probes and /metrics keep answering, so a
 load balancer sees /ready turn 503. When to stop waiting is the runner's decision.
 """
 
 from __future__ import annotations
 
 import time
-import weakref
 
 from ownvoice.server.auth import drain_body
 from ownvoice.server.errors import ShuttingDown, error_response
@@ -23,30 +25,32 @@ EXEMPT = ("/health", "/ready", "/metrics")
 
 
 class Drain:
-    def __init__(self) -> None:
+    def __init__(self, service) -> None:
+        self.service = service  # service.speech.SpeechService
         self.draining = False
         self.since: float | None = None  # time.monotonic() when the drain began
-        self.in_flight = 0  # requests inside the app now (the event loop thread only)
-        self._jobs: weakref.WeakSet = weakref.WeakSet()  # generations that abort() stops
-
-    def track(self, job) -> None:
-        """Remember a generation (anything with cancel(reason)) for abort()."""
-        self._jobs.add(job)
+        self.in_flight = 0  # HTTP requests inside the app now (the event loop thread only)
 
     def abort(self) -> None:
-        """Stop every tracked generation between frames; their requests end with
-        `shutting_down` (queued: 503; streaming: cut off, or an SSE error event)."""
-        for job in list(self._jobs):
-            job.cancel("shutdown")
+        """Stop every speech request between frames; each ends with `shutting_down` (queued:
+        503; streaming: cut off or an SSE error event; a WebSocket utterance its error event,
+        audio.done and session.done; Wyoming audio-stop)."""
+        self.service.abort()
 
     def begin(self) -> None:
         if not self.draining:
             self.draining = True
             self.since = time.monotonic()
+            self.service.begin_drain()
+
+    @property
+    def speaking(self) -> int:
+        """Speech requests in flight, on every front end."""
+        return self.service.in_flight
 
     @property
     def idle(self) -> bool:
-        return self.in_flight == 0
+        return self.in_flight == 0 and self.service.in_flight == 0
 
 
 class DrainGuard:

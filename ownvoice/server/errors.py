@@ -30,6 +30,7 @@ from ownvoice.errors import (  # noqa: F401  (re-exported: the server's errors i
     ServiceUnavailable,
     ShuttingDown,
     VoiceNotFound,
+    describe,
     is_out_of_memory,
 )
 
@@ -56,51 +57,24 @@ class OriginNotAllowed(OwnvoiceError):
     code = "origin_not_allowed"
 
 
-# exception class -> (HTTP status, OpenAI error type, default code); most specific first
-_MAP: list[tuple[type[Exception], int, str, str | None]] = [
-    (EngineBusy, 429, "rate_limit_error", "queue_full"),
-    (VoiceNotFound, 404, "invalid_request_error", "voice_not_found"),
-    (ModelNotFound, 404, "invalid_request_error", "model_not_found"),
-    (PayloadTooLarge, 413, "invalid_request_error", "payload_too_large"),
-    (InvalidInput, 400, "invalid_request_error", None),
-    (ModelLoadError, 503, "server_error", "model_unavailable"),
-    (QueueTimeout, 503, "server_error", "queue_timeout"),
-    (ShuttingDown, 503, "server_error", "shutting_down"),
-    (ServiceUnavailable, 503, "server_error", "model_unavailable"),
-    (InsufficientResources, 503, "server_error", "insufficient_resources"),
-    (OwnvoiceError, 500, "server_error", None),
-]
-
-
 def error_body(message: str, type_: str, param: str | None = None, code: str | None = None) -> dict:
     return {"error": {"message": message, "type": type_, "param": param, "code": code}}
 
 
 def error_response(exc: Exception) -> JSONResponse:
     """The envelope (and headers) for an exception raised while handling a request."""
-    if is_out_of_memory(exc):
-        exc = InsufficientResources()
-    status, type_, code = 500, "server_error", None
-    for cls, s, t, c in _MAP:
-        if isinstance(exc, cls):
-            status, type_, code = s, t, c
-            break
-    status = getattr(exc, "status", status)
-    type_ = getattr(exc, "type", type_)
-    code = getattr(exc, "code", None) or code
-    message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    info = describe(exc)
     headers = {}
     if isinstance(exc, QueueFull):
         headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
         headers["x-should-retry"] = "true"
-    if isinstance(exc, InsufficientResources):
+    if info.code == "insufficient_resources":
         headers["Retry-After"] = "1"
     if isinstance(exc, Unauthorized):
         headers["WWW-Authenticate"] = "Bearer"
     if isinstance(exc, ShuttingDown):
         headers["Connection"] = "close"
-    body = error_body(message, type_, getattr(exc, "param", None), code)
-    return JSONResponse(body, status_code=status, headers=headers)
+    return JSONResponse(info.envelope(), status_code=info.status, headers=headers)
 
 
 def validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
@@ -147,6 +121,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        if is_out_of_memory(exc):  # not a bug: this request did not fit, the next may
+            return error_response(exc)
         log.exception("unexpected error on %s %s", request.method, request.url.path)
         return JSONResponse(
             error_body(f"internal error: {type(exc).__name__}", "server_error"), status_code=500

@@ -34,7 +34,7 @@ def document(app: FastAPI, settings) -> dict:
         )
         props["language"]["anyOf"] = [languages, {"type": "null"}]
     schemas["DesignRequest"]["properties"]["language"]["anyOf"] = [languages, {"type": "null"}]
-    _voices(schemas, app.state.voicemap.list())
+    _voices(schemas, app.state.service.voicemap.list())
     # one-shot ICL cloning needs the clip's transcript; x-vector mode does not
     schemas["VoiceCloneRequest"]["if"] = {
         "not": {

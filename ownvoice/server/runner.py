@@ -56,16 +56,17 @@ class DrainingServer(uvicorn.Server):
         if not drain.draining:
             drain.begin()
             log.info(
-                "shutting down: %d request(s) in flight get up to %g s "
-                "(server.shutdown_timeout_s); new requests get 503",
+                "shutting down: %d request(s) in flight (HTTP; %d speaking, on any front end) "
+                "get up to %g s (server.shutdown_timeout_s); new requests get 503",
                 drain.in_flight,
+                drain.speaking,
                 self.shutdown_timeout_s,
             )
         if drain.idle:
             self._exit(CLOSE_WAIT_S)
         elif self._aborted_at is None:
             if now - drain.since >= self.shutdown_timeout_s or self.signals >= 2:
-                log.warning("stopping %d request(s) still running", drain.in_flight)
+                log.warning("stopping %d request(s) still running", drain.speaking)
                 drain.abort()
                 self._aborted_at = now
         elif now - self._aborted_at >= ABORT_GRACE_S:  # an engine that does not stop

@@ -178,6 +178,12 @@ class LimitsBlock(_Block):
     )  # long input is split at sentences into pieces this long
     max_upload_mb: float = Field(20, gt=0)  # request body cap (voice uploads, base64 references)
     send_timeout_s: float = Field(30, gt=0)  # a client that stops reading this long is dropped
+    # no message for this long closes an idle WebSocket or Wyoming connection, and ends an
+    # utterance whose streamed text stopped arriving (its row is freed)
+    idle_timeout_s: float = Field(60, gt=0)
+    # utterances one WebSocket or Wyoming connection may have waiting to be spoken; more are
+    # refused with an error
+    max_queued_utterances: int = Field(16, ge=1)
 
 
 class WyomingBlock(_Block):
@@ -187,6 +193,7 @@ class WyomingBlock(_Block):
     voice: str | None = None  # for requests that name no voice; None = the first listed
     seed: int | None = None  # fixed: the same sentence sounds the same each time
     zeroconf: bool = False  # announce it on the LAN (mDNS) for Home Assistant's discovery
+    max_connections: int = Field(64, ge=1)  # more are closed at once
 
     @field_validator("uri")
     @classmethod
@@ -350,8 +357,12 @@ class ServerSettings(BaseSettings):
                 request_timeout_s=lim.request_timeout_s,
                 max_chunk_chars=lim.max_chunk_chars,
                 max_upload_mb=lim.max_upload_mb,
+                send_timeout_s=lim.send_timeout_s,
+                idle_timeout_s=lim.idle_timeout_s,
+                max_queued_utterances=lim.max_queued_utterances,
             ),
             lazy_load=self.lazy_load,
+            log_text=self.log_text,
             voices_dir=self.voices_dir,
             chunk_frames=self.chunk_frames,
             voice_aliases=dict(self.voice_aliases),

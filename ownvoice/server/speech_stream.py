@@ -24,9 +24,18 @@ known at its end). With `stream_audio: true` (PCM only) the audio goes out as it
 otherwise each piece comes as one file in `response_format`. The connection takes the next
 utterance after `session.done`.
 
+Each utterance is one request of the speech service (service/speech.py): counted in the metrics
+and logged as `websocket <status> id=<connection>.<utterance>`, spoken at the session's `speed`,
+ended with an `idle_timeout` error when its text stops arriving for limits.idle_timeout_s (its
+row is freed; the next input.text begins a new utterance), and on shutdown let finish (or cut
+short, with a `shutting_down` error) with its audio.done and session.done. An input.cancel
+sends no partial file in a whole-file format: that sentence's audio.done says `cancelled: true`.
+
 Errors are `{"type": "error", "message", "code", "param"}` and do not end the connection (as in
-vLLM-Omni), except: no `session.config` first, an idle connection (IDLE_TIMEOUT_S), and a
-message over MAX_MESSAGE_BYTES (closed with 1009). The handshake is refused (403) without the API
+vLLM-Omni), except: no `session.config` first, an idle connection (limits.idle_timeout_s with
+nothing to say), a message over MAX_MESSAGE_BYTES (closed with 1009), and a client that reads
+nothing for limits.send_timeout_s (dropped, its generations stopped). More than
+limits.max_queued_utterances utterances waiting on one connection are refused. The handshake is refused (403) without the API
 key when one is set (an `Authorization: Bearer` header, or the subprotocols `bearer, <key>` for
 browsers, which cannot set headers), for a Host the server does not answer to, and for a page of
 another origin. A client that goes away cancels its generation, which leaves the batch at the
@@ -40,23 +49,20 @@ import contextlib
 import hmac
 import json
 import logging
-import time
+import uuid
 from dataclasses import dataclass
 
 from fastapi import WebSocket, WebSocketDisconnect
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
-from ownvoice.errors import InvalidInput, OwnvoiceError
-from ownvoice.server.errors import error_response, validation_message
+from ownvoice.errors import ClientStalled, InvalidInput, OwnvoiceError, ShuttingDown, describe
+from ownvoice.server.errors import validation_message
 from ownvoice.server.protocol import SpeechSessionConfig
-from ownvoice.service.encode import AudioEncoder
-from ownvoice.service.generation import Generation
-from ownvoice.service.planning import plan_pieces
+from ownvoice.service.speech import Origin, Run
 
 log = logging.getLogger("ownvoice.server")
 
-IDLE_TIMEOUT_S = 60.0  # no message for this long ends the connection
 MAX_MESSAGE_BYTES = 4 * 2**20  # one message; more closes with 1009 (message too big)
 MAX_TEXT_CHARS = 16_384  # one input.text
 
@@ -65,11 +71,18 @@ class SpeechStream:
     def __init__(self, websocket: WebSocket):
         self.ws = websocket
         self.state = websocket.app.state
+        self.service = self.state.service
+        self.limits = self.service.limits
+        self.id = uuid.uuid4().hex[:12]  # the connection's; an utterance's is id.index
+        client = websocket.client
+        self.peer = f"{client.host}:{client.port}" if client else None
         self.config: SpeechSessionConfig | None = None
         self.open: _Utterance | None = None  # the utterance whose text is still coming
         self.active: list[_Utterance] = []  # utterances not finished speaking, in order
         self.last: asyncio.Task | None = None  # the last utterance's task: the next waits for it
         self.count = 0  # utterances so far (the next one's index)
+        self.dropped = False  # the client stopped reading: the connection is being dropped
+        self._reader: asyncio.Task | None = None
 
     # -- the handshake -------------------------------------------------------------------------
 
@@ -80,10 +93,14 @@ class SpeechStream:
             await self.ws.close(code=1008, reason=refusal[:120])
             return
         await self.ws.accept(subprotocol=subprotocol)
+        self._reader = asyncio.current_task()
         try:
             await self._serve()
         except WebSocketDisconnect:
             pass
+        except asyncio.CancelledError:
+            if not self.dropped:  # not our own doing (_drop): the server is stopping
+                raise
         finally:
             for utterance in self.active:  # a client that went away frees its row at once
                 utterance.stop()
@@ -111,13 +128,15 @@ class SpeechStream:
     # -- messages -------------------------------------------------------------------------------
 
     async def _serve(self) -> None:
+        idle = self.limits.idle_timeout_s
         while True:
             try:
-                message = await asyncio.wait_for(self.ws.receive(), IDLE_TIMEOUT_S)
+                message = await asyncio.wait_for(self.ws.receive(), idle)
             except TimeoutError:
                 if self.active:  # still speaking: a client that listens is not idle
                     continue
-                await self._error(f"idle for {IDLE_TIMEOUT_S:g} s: closing", "idle_timeout")
+                await self._error(f"idle for {idle:g} s (limits.idle_timeout_s): closing",
+                                  "idle_timeout")  # fmt: skip
                 await self.ws.close(code=1000)
                 return
             if message["type"] == "websocket.disconnect":
@@ -186,7 +205,7 @@ class SpeechStream:
             await self._error(f"session.config: {message}", "invalid_config", param)
             return
         # the voice, the clip, the language and the rest are checked now, not at the first word
-        self.state.planner.plan(config.to_input(), streamed=True)
+        self.service.plan(config.to_input(), streamed=True)
         self.config = config
 
     async def _text(self, text) -> None:
@@ -198,13 +217,24 @@ class SpeechStream:
             return
         u = self.open
         if u is None:
-            plan = self.state.planner.plan(self.config.to_input(), streamed=True)
+            self._check_queue()
+            plan = self.service.plan(self.config.to_input(), streamed=True)
             u = self.open = _Utterance(self.count, plan, self.config.stream_audio)
             self.count += 1
             self.active.append(u)
         u.plan.pieces.push(text)  # past limits.max_input_chars in one utterance: InvalidInput
         if u.task is None and u.plan.pieces.has_text:
             self._start(u)
+
+    def _check_queue(self) -> None:
+        """A new utterance may wait behind at most limits.max_queued_utterances others."""
+        most = self.limits.max_queued_utterances
+        if len(self.active) >= most:
+            raise _TooManyUtterances(
+                f"{len(self.active)} utterances are waiting to be spoken on this connection "
+                f"(limits.max_queued_utterances={most}); wait for session.done",
+                param="text",
+            )
 
     def _start(self, u: _Utterance) -> None:
         """Speak `u` once the utterance before it has been spoken."""
@@ -216,8 +246,10 @@ class SpeechStream:
         message is read at once (an input.cancel must get through while audio still goes out)."""
         u, self.open = self.open, None
         if u is None:  # nothing was said: an empty utterance, answered in its turn
+            self._check_queue()
             u = _Utterance(self.count, None, False)
             self.count += 1
+            self.active.append(u)
         else:
             u.plan.pieces.close()
         if u.task is None:
@@ -246,103 +278,172 @@ class SpeechStream:
         finally:
             if u in self.active:
                 self.active.remove(u)
+            if self.open is u:  # ended before its input.done (idle, failed): the next text
+                self.open = None  # begins a new utterance
+                u.stop()
         await self._send({"type": "session.done", "utterance_index": u.index,
                           "total_sentences": sentences, "cancelled": u.cancelled})  # fmt: skip
 
     async def _generate(self, u: _Utterance) -> int:
         plan = u.plan
-        worker = plan.choice.worker
         try:
-            slot = worker.admission.admit()
+            run = u.run = self.service.start(plan, Origin("websocket", f"{self.id}.{u.index}",
+                                                          peer=self.peer))  # fmt: skip
         except OwnvoiceError as e:
             await self._error_of(e)
             return 0
-        deadline = time.monotonic() + self.state.settings.limits.request_timeout_s
-        job = u.job = Generation(plan_pieces(plan, self.state.pool, self.state.library), slot,
-                                 deadline)  # fmt: skip
-        self.state.drain.track(job)
-        worker.submit(job)
         if u.cancelled:  # cancelled while waiting for the one before it
-            job.cancel()
-        sentences, sentence = 0, None
+            run.cancel()
+        sentences, sentence, error = 0, None, None
         try:
-            async for chunk in job.chunks():
+            async for chunk in run.chunks():
                 if chunk.index == 0:  # the first chunk of the next piece
                     if sentence is not None:
                         await sentence.end(_piece_text(plan, sentences - 1))
-                    text = _piece_text(plan, sentences)
-                    sentence = _Sentence(self, plan.response_format, u, sentences, text)
+                    sentence = _Sentence(self, run, u, sentences, _piece_text(plan, sentences))
                     sentences += 1
                     await sentence.start()
+                    run.answered = True
                 await sentence.write(chunk.samples)
+            stopped = _STOPPED.get(run.stop_reason)
+            if stopped is not None:
+                await self._error_of(stopped(self.limits))
+        except ClientStalled as e:  # _drop has begun
+            error = e
         except Exception as e:  # the engine or the voice failed: say so, keep the connection
+            error = e
             if not isinstance(e, OwnvoiceError):
                 log.error("speech stream failed: %s", e, exc_info=e)
             await self._error_of(e)
+        except BaseException as e:
+            error = e
+            raise
         finally:
-            job.cancel()  # a no-op once it ended
-        if sentence is not None:
-            await sentence.end(_piece_text(plan, sentences - 1))
+            if sentence is not None and not self.dropped:
+                cancelled = u.cancelled or run.stop_reason == "cancelled"
+                await sentence.end(_piece_text(plan, sentences - 1), cancelled)
+            run.finish(error)
         return sentences
 
     # -- sending --------------------------------------------------------------------------------
 
+    async def _write(self, message: dict) -> None:
+        """One ASGI message to the client; one that reads nothing for limits.send_timeout_s
+        is dropped (every generation of the connection stops, "stalled")."""
+        if self.dropped:
+            raise ClientStalled("the connection is being dropped")
+        try:
+            async with self.service.sending(self._drop):
+                await self.ws.send(message)
+        except (RuntimeError, OSError, WebSocketDisconnect):  # closed meanwhile: nobody to tell
+            pass
+
+    def _drop(self) -> None:
+        log.warning(
+            "websocket %s: the client read nothing for %g s (limits.send_timeout_s); dropped",
+            self.id, self.limits.send_timeout_s,
+        )  # fmt: skip
+        self.dropped = True
+        for u in self.active:
+            if u.run is not None:
+                u.run.cancel("stalled")
+            u.stop()
+        if self._reader is not None and self._reader is not asyncio.current_task():
+            self._reader.cancel()
+
     async def _send(self, payload: dict) -> None:
-        with contextlib.suppress(RuntimeError):  # closed meanwhile: nobody to tell
-            await self.ws.send_text(json.dumps(payload))
+        with contextlib.suppress(ClientStalled):
+            await self._write({"type": "websocket.send", "text": json.dumps(payload)})
+
+    async def _send_bytes(self, data: bytes) -> None:
+        await self._write({"type": "websocket.send", "bytes": data})
 
     async def _error(self, message: str, code: str, param: str | None = None) -> None:
         await self._send({"type": "error", "message": message, "code": code, "param": param})
 
     async def _error_of(self, e: Exception) -> None:
-        error = json.loads(error_response(e).body)["error"]
-        await self._error(error["message"], error.get("code") or error["type"], error.get("param"))
+        info = describe(e)
+        await self._error(info.message, info.code or info.type, info.param)
+
+
+class _TooManyUtterances(InvalidInput):
+    code = "too_many_utterances"
+
+
+class _Idle(OwnvoiceError):
+    code = "idle_timeout"
+
+
+class _TooLong(OwnvoiceError):
+    code = "request_timeout"
+
+
+# why an utterance stopped early, as the error its client is sent (cancelled or stalled: none)
+_STOPPED = {
+    "idle": lambda limits: _Idle(
+        f"no text for {limits.idle_timeout_s:g} s (limits.idle_timeout_s): the utterance ended; "
+        "the next input.text begins a new one"
+    ),
+    "timeout": lambda limits: _TooLong(
+        f"the utterance ran past limits.request_timeout_s ({limits.request_timeout_s:g} s)"
+    ),
+    "shutdown": lambda limits: ShuttingDown(
+        "the server is shutting down: the utterance was cut short"
+    ),
+}
 
 
 @dataclass(eq=False)
 class _Utterance:
-    """The text between two input.done, and its generation."""
+    """The text between two input.done, and its run."""
 
     index: int
-    plan: object | None  # a SpeechPlan whose pieces are a TextFeed; None: nothing was said
+    plan: object | None  # a SpeechPlan whose pieces are a StreamedText; None: nothing was said
     stream_audio: bool  # as configured when it began
     task: asyncio.Task | None = None
-    job: Generation | None = None
+    run: Run | None = None
     cancelled: bool = False
 
     def stop(self) -> None:
         if self.plan is not None:
             self.plan.pieces.close()
-        if self.job is not None:
-            self.job.cancel()  # the row leaves the batch at the next step
+        if self.run is not None:
+            self.run.cancel()  # the row leaves the batch at the next step
 
 
 class _Sentence:
     """One piece's audio on the wire: audio.start, the bytes (as made, or one file), audio.done."""
 
-    def __init__(self, stream: SpeechStream, fmt: str, u: _Utterance, index: int, text: str):
-        self.stream, self.fmt, self.text = stream, fmt, text
+    def __init__(self, stream: SpeechStream, run: Run, u: _Utterance, index: int, text: str):
+        self.stream, self.text = stream, text
+        self.format = run.plan.response_format
         self.ids = {"utterance_index": u.index, "sentence_index": index}
-        self.encoder = AudioEncoder(fmt)
+        self.audio = run.audio()  # the session's format, at its speed
         self.streaming = u.stream_audio
         self.held = bytearray()
 
     async def start(self) -> None:
         await self.stream._send({"type": "audio.start", **self.ids, "sentence_text": self.text,
-                                 "format": self.fmt})  # fmt: skip
+                                 "format": self.format})  # fmt: skip
 
     async def write(self, samples) -> None:
-        data = self.encoder.write(samples)
+        data = self.audio.write(samples)
         if data and self.streaming:
-            await self.stream.ws.send_bytes(data)
+            await self.stream._send_bytes(data)
         else:
             self.held += data
 
-    async def end(self, text: str) -> None:
-        self.held += self.encoder.close()
-        if self.held:
-            await self.stream.ws.send_bytes(bytes(self.held))
-        await self.stream._send({"type": "audio.done", **self.ids, "sentence_text": text})
+    async def end(self, text: str, cancelled: bool = False) -> None:
+        """audio.done; a whole file is sent first unless the sentence was cancelled (no partial
+        file: `cancelled: true` says so)."""
+        self.held += self.audio.close()
+        with contextlib.suppress(ClientStalled):
+            if self.held and (self.streaming or not cancelled):
+                await self.stream._send_bytes(bytes(self.held))
+        done = {"type": "audio.done", **self.ids, "sentence_text": text}
+        if cancelled:
+            done["cancelled"] = True
+        await self.stream._send(done)
 
 
 def _piece_text(plan, index: int) -> str:

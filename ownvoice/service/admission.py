@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from ownvoice.errors import QueueFull
 
@@ -44,6 +45,9 @@ class Slot:
                 self._admission.running -= 1
                 self._admission.record_duration(time.monotonic() - self._t_start)
             self._admission.update_gauges()
+            listeners = list(self._admission.listeners)
+        for listener in listeners:  # outside the lock: a listener may admit
+            listener()
 
 
 class Admission:
@@ -58,12 +62,17 @@ class Admission:
         self.admitted = 0
         self.running = 0
         self._avg_seconds = 2.0  # moving average of generation time, for Retry-After
+        self.listeners: list[Callable[[], None]] = []  # called when a place frees (any thread)
 
-    def try_admit(self) -> Slot | None:
-        """A place if one is free now, else None (not counted as a refusal): for a batch of
-        requests that waits for its own items' places."""
+    @property
+    def queue_size(self) -> int:
+        return self.capacity - self.rows
+
+    def try_admit(self, spare: int = 0) -> Slot | None:
+        """A place if one is free now with `spare` places left over, else None (not counted as
+        a refusal): for work that waits for a place instead of being refused."""
         with self.lock:
-            if self.admitted >= self.capacity:
+            if self.admitted + spare >= self.capacity:
                 return None
             self.admitted += 1
             self.update_gauges()

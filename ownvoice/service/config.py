@@ -25,6 +25,11 @@ class Limits:
     request_timeout_s: float = 600  # queue wait + generation; then stopped
     max_chunk_chars: int = 300  # long input is split at sentences into pieces this long
     max_upload_mb: float = 20  # uploaded and base64 references
+    send_timeout_s: float = 30  # a client that reads nothing this long is dropped
+    # a connection with nothing to say this long is closed; an utterance whose streamed text
+    # stops arriving this long ends (its row freed)
+    idle_timeout_s: float = 60
+    max_queued_utterances: int = 16  # per WebSocket or Wyoming connection
 
 
 def default_max_batch(device: str) -> int:
@@ -54,6 +59,7 @@ class ServiceConfig:
     chunk_frames: int = 8  # frames per streamed audio chunk
     voice_aliases: dict[str, str] = field(default_factory=dict)  # extra OpenAI-name mappings
     keepalive_s: float = 0.0  # >0: a tiny GPU op when idle, so clocks stay up (AMD DPM)
+    log_text: bool = False  # the input text in each request's log line
 
     @property
     def max_batch(self) -> int:

@@ -8,6 +8,9 @@
     stretch = TimeStretch(speed=1.5)             # WSOLA: faster speech, same pitch
     y = stretch.process(chunk) ... stretch.flush()
 
+    stream = AudioStream("mp3", speed=1.25)      # both: what every front end sends
+    send(stream.write(chunk)) ...; send(stream.close()); stream.seconds  # audio delivered
+
 Formats (what clients expect from OpenAI): mp3; opus in an Ogg container; aac as ADTS; flac;
 wav with a streaming header (sizes 0xFFFFFFFF, because the length is unknown when the header
 leaves); pcm = raw signed 16-bit little-endian mono at 24 kHz. mp3/opus/aac/flac go through PyAV
@@ -292,3 +295,36 @@ def time_stretch(samples: np.ndarray, speed: float, sample_rate: int = SAMPLE_RA
     """One-shot pitch-preserving speed change of a whole clip."""
     stretch = TimeStretch(speed, sample_rate)
     return np.concatenate([stretch.process(samples), stretch.flush()])
+
+
+class AudioStream:
+    """Audio chunks to one file's bytes on the wire: the speed change, then the encoder.
+
+    Every front end that sends encoded audio (HTTP, a batch item, a WebSocket sentence,
+    Wyoming's PCM) writes through one of these, so `speed` means the same everywhere;
+    `seconds` is the audio delivered so far (after the speed change)."""
+
+    def __init__(self, fmt: str, speed: float = 1.0, sample_rate: int = SAMPLE_RATE):
+        self.encoder = AudioEncoder(fmt, sample_rate)
+        self.stretch = TimeStretch(speed, sample_rate) if speed != 1.0 else None
+        self.sample_rate = sample_rate
+        self.samples = 0  # delivered
+
+    @property
+    def seconds(self) -> float:
+        return self.samples / self.sample_rate
+
+    def write(self, samples: np.ndarray) -> bytes:
+        if self.stretch is not None:
+            samples = self.stretch.process(samples)
+        self.samples += len(samples)
+        return self.encoder.write(samples)
+
+    def close(self) -> bytes:
+        """The rest: the stretch's tail and the encoder's last bytes (a complete file)."""
+        tail = self.stretch.flush() if self.stretch is not None else None
+        data = b""
+        if tail is not None and tail.size:
+            self.samples += tail.size
+            data = self.encoder.write(tail)
+        return data + self.encoder.close()

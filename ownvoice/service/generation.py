@@ -13,6 +13,7 @@ The engine side (the scheduler's thread) calls `emit`, `finish` and `fail`; the 
 from __future__ import annotations
 
 import asyncio
+import math
 import queue
 import threading
 import time
@@ -35,13 +36,23 @@ PENDING = _Pending()
 
 
 class Generation:
-    def __init__(self, pieces: Pieces, slot: Slot, deadline: float):
+    def __init__(
+        self,
+        pieces: Pieces,
+        slot: Slot,
+        deadline: float,
+        text=None,  # its StreamedText, when the text arrives while it is spoken
+        idle_timeout_s: float = math.inf,  # that text silent this long ends it ("idle")
+    ):
         self.pieces = pieces
         self.slot = slot
         self.deadline = deadline
+        self.text = text
+        self.idle_timeout_s = idle_timeout_s
         self.cancelled = threading.Event()
         self.started = threading.Event()
-        self.stop_reason: str | None = None  # why it stopped early: the cancel reason | "timeout"
+        # why it stopped early: the cancel reason | "timeout" | "idle"
+        self.stop_reason: str | None = None
         self.cancel_reason = "cancelled"  # "cancelled" (client left) | "stalled" | "shutdown"
         self.t_submitted = time.monotonic()
         self.t_started: float | None = None  # when its first row joined the batch
@@ -72,6 +83,9 @@ class Generation:
             return True
         if time.monotonic() > self.deadline:
             self.stop_reason = "timeout"
+            return True
+        if self.text is not None and self.text.idle_seconds > self.idle_timeout_s:
+            self.stop_reason = "idle"
             return True
         return False
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Callable
 
 from ownvoice.engine.opentext import TextSoFar
@@ -61,7 +62,14 @@ def _continuations(max_chars: int) -> list[str]:
     return out
 
 
-class LiveText:
+class StreamedText:
+    """Text that arrives while it is spoken: the front end pushes it, the engine's side reads it
+    as pieces (`piece(k)`). What every kind of streamed text shares: the limit, the end, and
+    how long it has been since text last came (limits.idle_timeout_s ends a silent one)."""
+
+    # whether a piece starts before its text is whole (word by word) or only once it is
+    opens_pieces = True
+
     def __init__(
         self,
         max_chars: int,
@@ -74,8 +82,7 @@ class LiveText:
         self._lock = threading.Lock()
         self._text = ""
         self._closed = False
-        self._decided: tuple | None = None  # (received, closed, pieces, open piece)
-        self._continuations = _continuations(max_chars)
+        self._last_text = time.monotonic()
 
     # -- the front end's side ------------------------------------------------------------------
 
@@ -91,6 +98,7 @@ class LiveText:
                 )
             self.received += len(text)
             self._text += text
+            self._last_text = time.monotonic()
         self.wake()
 
     def close(self) -> None:
@@ -100,9 +108,45 @@ class LiveText:
         self.wake()
 
     @property
+    def closed(self) -> bool:
+        with self._lock:
+            return self._closed
+
+    @property
     def has_text(self) -> bool:
         with self._lock:
             return bool(self._text.strip())
+
+    @property
+    def idle_seconds(self) -> float:
+        """Seconds since text last came; 0 once the text is complete."""
+        with self._lock:
+            return 0.0 if self._closed else time.monotonic() - self._last_text
+
+    # -- the engine's side (each kind of text) --------------------------------------------------
+
+    @property
+    def given(self) -> list[str]:
+        """The text of every piece begun so far (the last may still grow)."""
+        raise NotImplementedError
+
+    def piece(self, k: int):
+        """Piece k as known now: a TextSoFar, PENDING while it cannot begin yet, None when the
+        text ended before it."""
+        raise NotImplementedError
+
+
+class LiveText(StreamedText):
+    def __init__(
+        self,
+        max_chars: int,
+        language: str | None,
+        limit: int,
+        wake: Callable[[], None] = lambda: None,
+    ):
+        super().__init__(max_chars, language, limit, wake)
+        self._decided: tuple | None = None  # (received, closed, pieces, open piece)
+        self._continuations = _continuations(max_chars)
 
     @property
     def given(self) -> list[str]:

@@ -1,6 +1,8 @@
 """Prometheus metrics of the service and its front ends, in a registry of their own.
 
-tts_requests_total{status,format,stream}   finished speech requests by outcome
+tts_requests_total{status,format,stream,endpoint}   finished speech requests by outcome and
+                                           front end (speech, voice-clone, speech-batch,
+                                           websocket, wyoming, book, say)
 tts_rejected_total{reason}                 refused before generation (queue_full, ...)
 tts_cancelled_total                        generations stopped because the client left
 tts_queue_depth{model} / tts_inflight{model}   admitted and waiting / generating now
@@ -34,7 +36,10 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = r = CollectorRegistry()
         self.requests = Counter(
-            "tts_requests", "Speech requests by outcome", ["status", "format", "stream"], registry=r
+            "tts_requests",
+            "Speech requests by outcome and front end",
+            ["status", "format", "stream", "endpoint"],
+            registry=r,
         )
         self.rejected = Counter(
             "tts_rejected", "Requests refused before generation", ["reason"], registry=r

@@ -7,10 +7,10 @@ engine's scheduler thread, after admission: `plan_pieces` gives the Sequences to
 
 Long input is split at sentence boundaries into pieces of at most limits.max_chunk_chars, each
 generated in turn into one continuous stream. Text that is still being written when the
-request starts (Wyoming's streaming text) comes through a TextFeed instead of a list of pieces:
-`plan(req, streamed=True)`, then push to `plan.pieces`. Each piece gets a frame cap proportional to its
-length (`frame_cap`), which stops runaway generation (a missed end-of-speech) early instead of
-after the model's 2048-frame (2.7 min) maximum.
+request starts (the WebSocket, Wyoming's streaming text) comes through a StreamedText instead of
+a list of pieces: `plan(req, streamed=True)`, then push to `plan.pieces`. Each piece's frame cap
+is the engine's: derived from its text (engine/options.py `frame_cap`) unless the request gives
+`max_frames`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
-import math
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
@@ -29,24 +27,12 @@ from ownvoice.languages import KNOWN as KNOWN_LANGS
 from ownvoice.languages import check_language, model_language
 from ownvoice.service.generation import PENDING
 from ownvoice.service.library import check_voice_fields
-from ownvoice.service.livetext import LiveText, split_input
-from ownvoice.service.tasks import check_reference_source, check_role, resolve_task
+from ownvoice.service.livetext import LiveText, StreamedText, split_input
+from ownvoice.service.tasks import check_role, resolve_task
 from ownvoice.service.textfeed import TextFeed
 from ownvoice.service.voicemap import VoiceChoice
 
 log = logging.getLogger("ownvoice.server")
-
-# -- the frame cap ------------------------------------------------------------------------------
-FRAMES_PER_SECOND = 12.5  # the 12 Hz codec: one frame = 80 ms
-CHARS_PER_SECOND = (
-    14.0  # typical read-aloud rate of Latin-script text, spaces and punctuation included
-)
-CAP_FACTOR = 3.0  # allow 3x the expected duration: slow voices, long pauses, spelled-out numbers
-MIN_CAP_FRAMES = 40  # 3.2 s floor, for "Hi." or "2024" (which are longer spoken than written)
-# One CJK character, kana or hangul syllable is spoken about as long as 3 Latin characters
-# (~4-5 syllables per second against ~14 characters per second); a digit as 2 (numbers expand).
-_WIDE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
-_DIGIT = re.compile(r"[0-9]")
 
 
 @dataclass(frozen=True)
@@ -73,45 +59,52 @@ class SpeechInput:
     task_type: str | None = None  # "CustomVoice" | "VoiceDesign" | "Base" (vLLM-Omni)
     text_mode: str | None = None  # "streaming" | "non-streaming"; None = the model type's
     first_chunk_frames: int | None = None  # frames in the first streamed chunk; None = 1
-
-
-def frame_cap(text: str) -> int:
-    """Most frames a piece of text may take: 40 + ceil(3 * 12.5 / 14 * weighted characters).
-
-    About 2.7 frames per Latin character: 3x the ~0.9 frames/character of speech at ~14
-    characters per second. CJK characters weigh 3, digits 2.
-    """
-    units = len(text) + 2 * len(_WIDE.findall(text)) + len(_DIGIT.findall(text))
-    return MIN_CAP_FRAMES + math.ceil(CAP_FACTOR * FRAMES_PER_SECOND / CHARS_PER_SECOND * units)
+    # in-process front ends (`ownvoice say`, the audiobook tool, bench): a voice already encoded
+    # (a VoicePrompt, for the clone model), and more SamplingOptions fields (do_sample,
+    # repetition_penalty, sub_*) than the API takes
+    voice_prompt: object | None = None
+    sampling: dict = field(default_factory=dict)
 
 
 @dataclass
 class SpeechPlan:
-    """Everything decided before admission; `work` runs it on the engine thread."""
+    """Everything decided before admission; `plan_pieces` runs it on the engine thread."""
 
     choice: VoiceChoice
     # the text, or the text as it arrives while it is spoken: word by word (LiveText, in the
     # streaming text mode) or sentence by sentence (TextFeed, in the non-streaming one)
-    pieces: list[str] | LiveText | TextFeed
+    pieces: list[str] | StreamedText
+    # each piece's: language, seed, chunks, text mode, and the request's frame cap per piece
+    # (None: the engine derives one from the piece's text)
     options: SynthesisOptions
-    max_frames: int | None  # the request's own cap, if any
     instruct: str | None
     response_format: str
     speed: float
     stream_format: str
-    chars: int
-    sampling: dict = field(default_factory=dict)  # the request's temperature/top_k/top_p
+    input_chars: int
+    sampling: dict = field(default_factory=dict)  # the request's SamplingOptions changes
     x_vector_only: bool = False
     reference: bytes | None = None  # one-shot clone: the uploaded clip
     ref_text: str | None = None
     ignored: list[str] = field(default_factory=list)
 
-    def piece_options(self, piece: str, engine) -> SynthesisOptions:
-        """Options for one piece: the checkpoint's sampling defaults with the request's
-        changes, and the smallest of the length cap, the request's cap and the engine's."""
+    @property
+    def streamed(self) -> bool:
+        return isinstance(self.pieces, StreamedText)
+
+    @property
+    def chars(self) -> int:
+        """Characters of input: all of it, or what has arrived of a streamed text."""
+        return self.pieces.received if self.streamed else self.input_chars
+
+    @property
+    def piece_count(self) -> int:
+        return len(self.pieces.given if self.streamed else self.pieces)
+
+    def piece_options(self, engine) -> SynthesisOptions:
+        """Options for a piece: the checkpoint's sampling defaults with the request's changes."""
         base = engine.default_sampling if engine is not None else self.options.sampling
-        caps = [c for c in (frame_cap(piece), self.options.max_frames, self.max_frames) if c]
-        return self.options.with_(sampling=replace(base, **self.sampling), max_frames=min(caps))
+        return self.options.with_(sampling=replace(base or SamplingOptions(), **self.sampling))
 
 
 class SpeechPlanner:
@@ -123,19 +116,58 @@ class SpeechPlanner:
 
     def plan(self, req: SpeechInput, streamed: bool = False) -> SpeechPlan:
         """With `streamed`, `req.input` is ignored: the text is pushed to the plan's pieces (a
-        TextFeed) as it arrives."""
+        StreamedText) as it arrives."""
         req = resolve_task(req)
-        if req.ref_audio is not None:
-            return self.plan_clone(req, streamed)
         text = "" if streamed else self._check_input(req.input)
+        choice = self._choose(req)
+        instruct, ignored = self._instruct(req, choice)
+        x_vector_only, reference, ref_text = False, None, None
+        if req.ref_audio is not None:
+            reference, ref_text, x_vector_only = self._reference(req)
+        elif choice.profile is not None:
+            x_vector_only = self._clone_mode(req.x_vector_only_mode, choice)
+        default_language = None
+        if choice.profile is not None:
+            default_language = choice.profile.language
+        if choice.design is not None:
+            default_language = choice.design.language
+        options = self._options(req, default_language, choice.worker.engine)
+        if choice.design is not None and req.seed is None and choice.design.seed is not None:
+            options = options.with_(seed=choice.design.seed)  # a fixed seed: the same voice
+        options, pieces = self._pieces(text, streamed, options, choice.worker)
+        return SpeechPlan(
+            choice=choice,
+            pieces=pieces,
+            options=options,
+            sampling=_sampling(req),
+            instruct=instruct,
+            response_format=req.response_format,
+            speed=req.speed,
+            stream_format=req.stream_format,
+            input_chars=len(text),
+            x_vector_only=x_vector_only,
+            reference=reference,
+            ref_text=ref_text,
+            ignored=ignored,
+        )
+
+    def _choose(self, req: SpeechInput) -> VoiceChoice:
+        """The voice and the model that speaks it: a clip to clone (ref_audio), a voice already
+        encoded (voice_prompt), or a named voice."""
+        if req.ref_audio is not None or req.voice_prompt is not None:
+            worker = self.pool.for_role("clone", param="ref_audio")
+            label = "voice-clone" if req.voice_prompt is None else (req.voice or "voice-prompt")
+            return VoiceChoice(worker, "clone", label, prompt=req.voice_prompt)
         choice = self.voicemap.choose(req.model, req.voice)
         check_role(req.task_type, choice.role, req.voice)
+        return choice
+
+    def _instruct(self, req: SpeechInput, choice: VoiceChoice) -> tuple[str | None, list[str]]:
+        """The instruction the model gets, and the request fields it ignores."""
         style = req.instructions
         instruct = style.strip() if style and style.strip() else None
-        design = choice.design
-        if design is not None:  # design:<name>: the saved description, then the request's
-            instruct = design.instructions + (f" {instruct}" if instruct else "")
-        ignored = []
+        if choice.design is not None:  # design:<name>: the saved description, then the request's
+            instruct = choice.design.instructions + (f" {instruct}" if instruct else "")
         if choice.role == "design" and instruct is None:
             raise InvalidInput(
                 "voice design needs `instructions` describing the voice (e.g. 'a calm, low "
@@ -149,50 +181,11 @@ class SpeechPlanner:
             choice.role == "presets" and engine is not None and not engine.instruct_supported
         ):
             if instruct is not None:  # clients send it by default; this model has no use for it
-                ignored.append("instructions")
-                instruct = None
-        x_vector_only = False
-        if choice.profile is not None:
-            x_vector_only = self._clone_mode(req.x_vector_only_mode, choice)
-        default_language = choice.profile.language if choice.profile is not None else None
-        if design is not None:
-            default_language = design.language
-        options = self._options(req, default_language, engine)
-        if design is not None and req.seed is None and design.seed is not None:
-            options = options.with_(seed=design.seed)  # a fixed seed: the same voice each time
-        options, pieces = self._pieces(text, streamed, options, choice.worker)
-        return SpeechPlan(
-            choice=choice,
-            pieces=pieces,
-            options=options,
-            max_frames=req.max_frames,
-            sampling=_sampling(req),
-            instruct=instruct,
-            response_format=req.response_format,
-            speed=req.speed,
-            stream_format=req.stream_format,
-            chars=len(text),
-            x_vector_only=x_vector_only,
-            ignored=ignored,
-        )
+                return None, ["instructions"]
+        return instruct, []
 
-    def _pieces(self, text: str, streamed: bool, options: SynthesisOptions, worker):
-        """The text as pieces: split now, or as it arrives (word by word in the streaming text
-        mode, whole sentences in the non-streaming one)."""
-        limits = self.config.limits
-        if not streamed:
-            return options, split_input(text, limits.max_chunk_chars, options.language)
-        feed = (TextFeed if options.text_mode == "non-streaming" else LiveText)(
-            limits.max_chunk_chars, options.language, limits.max_input_chars, worker.wake
-        )
-        if isinstance(feed, LiveText):
-            options = options.with_(text_mode="streaming")
-        return options, feed
-
-    def plan_clone(self, req: SpeechInput, streamed: bool = False) -> SpeechPlan:
-        text = "" if streamed else self._check_input(req.input)
-        worker = self.pool.for_role("clone", param="ref_audio")
-        check_reference_source(req.ref_audio or "")
+    def _reference(self, req: SpeechInput) -> tuple[bytes, str | None, bool]:
+        """A one-shot clone's clip, its transcript and its mode."""
         reference = self._decode_base64(req.ref_audio or "")
         ref_text, _ = check_voice_fields(req.ref_text, None)  # the rules of a voice upload
         x_vector_only = bool(req.x_vector_only_mode)
@@ -202,24 +195,19 @@ class SpeechPlanner:
                 "set x_vector_only_mode to true",
                 param="ref_text",
             )
-        choice = VoiceChoice(worker, "clone", "voice-clone")
-        options = self._options(req, None, worker.engine)
-        options, pieces = self._pieces(text, streamed, options, worker)
-        return SpeechPlan(
-            choice=choice,
-            pieces=pieces,
-            options=options,
-            max_frames=req.max_frames,
-            sampling=_sampling(req),
-            instruct=None,
-            response_format=req.response_format,
-            speed=req.speed,
-            stream_format=req.stream_format,
-            chars=len(text),
-            x_vector_only=x_vector_only,
-            reference=reference,
-            ref_text=ref_text,
-        )
+        return reference, ref_text, x_vector_only
+
+    def _pieces(self, text: str, streamed: bool, options: SynthesisOptions, worker):
+        """The text as pieces: split now, or as it arrives (word by word in the streaming text
+        mode, whole sentences in the non-streaming one)."""
+        limits = self.config.limits
+        if not streamed:
+            return options, split_input(text, limits.max_chunk_chars, options.language)
+        kind = TextFeed if options.text_mode == "non-streaming" else LiveText
+        feed = kind(limits.max_chunk_chars, options.language, limits.max_input_chars, worker.wake)
+        if feed.opens_pieces:
+            options = options.with_(text_mode="streaming")
+        return options, feed
 
     # -- checks -------------------------------------------------------------------------------
 
@@ -255,6 +243,7 @@ class SpeechPlanner:
             language=language,
             sampling=SamplingOptions(**_sampling(req)),
             seed=req.seed,
+            max_frames=req.max_frames,
             # the first chunk is one frame: a request joining a busy batch is heard after one
             # step; the rest come in chunks of optimization.streaming.emit_every_frames
             first_chunk_frames=req.first_chunk_frames or 1,
@@ -281,59 +270,50 @@ class SpeechPlanner:
 
 
 def _sampling(req: SpeechInput) -> dict:
-    return {
-        k: getattr(req, k) for k in ("temperature", "top_k", "top_p") if getattr(req, k) is not None
-    }
+    fields = ("temperature", "top_k", "top_p")
+    return {**req.sampling, **{k: getattr(req, k) for k in fields if getattr(req, k) is not None}}
 
 
 def plan_pieces(plan: SpeechPlan, pool, library) -> Callable[[object], Iterator]:
     """What the scheduler runs: on the engine's thread, get the voice, then one Sequence per
-    text piece, in order (PENDING while a streamed piece is not whole yet)."""
+    text piece, in order (PENDING while a streamed piece cannot begin yet)."""
 
     def pieces(engine) -> Iterator:
         voice = _voice(plan, engine, pool, library)
-        if isinstance(plan.pieces, LiveText):
-            yield from _live_pieces(plan, engine, voice)
+        options = plan.piece_options(engine)
+        if plan.streamed:
+            yield from _streamed_pieces(plan, engine, voice, options)
             return
         for piece in plan.pieces:
-            if piece is PENDING:
-                yield PENDING
-                continue
-            yield engine.start(
-                piece,
-                voice=voice,
-                instruct=plan.instruct,
-                options=plan.piece_options(piece, engine),
-            )
+            yield engine.start(piece, voice=voice, instruct=plan.instruct, options=options)
 
     return pieces
 
 
-def _live_pieces(plan: SpeechPlan, engine, voice) -> Iterator:
-    """One open sequence per piece of a LiveText, started on its first words."""
-    live: LiveText = plan.pieces
+def _streamed_pieces(plan: SpeechPlan, engine, voice, options) -> Iterator:
+    """A sequence per piece of a streamed text: started on its first words (the text is read as
+    it arrives) or once the piece is whole."""
+    text: StreamedText = plan.pieces
     k = 0
-    while True:
-        now = live.piece(k)
-        if now is None:
-            return
+    while (now := text.piece(k)) is not None:
         if now is PENDING:
             yield PENDING
             continue
-        options = plan.piece_options(now.text, engine)
+        if not text.opens_pieces:
+            yield engine.start(now.text, voice=voice, instruct=plan.instruct, options=options)
+            k += 1
+            continue
 
-        last = [now]
-
-        def source(k=k, last=last):
-            now = live.piece(k)
+        def source(k=k, last=[now]):  # noqa: B006 (each piece's own last known text)
+            now = text.piece(k)
             if now is None or now is PENDING:  # cannot happen once piece k has begun; if it
                 return replace(last[0], final=True)  # did, end the piece where it was
             last[0] = now
-            return replace(now, max_frames=plan.piece_options(now.text, engine).max_frames)
+            return now
 
         seq = engine.start_open(source, voice=voice, instruct=plan.instruct, options=options)
         while not engine.startable(seq):
-            if live.piece(k) is None:  # the text ended with nothing to say
+            if text.piece(k) is None:  # the text ended with nothing to say
                 return
             yield PENDING
         yield seq
@@ -346,6 +326,8 @@ def _voice(plan: SpeechPlan, engine, pool, library):
         return choice.speaker
     if choice.role == "design":
         return None
+    if choice.prompt is not None:
+        return choice.prompt
     if choice.profile is not None:
         key = pool.model_key(choice.worker)
         return library.prompt(choice.profile, engine, key, plan.x_vector_only)

@@ -13,7 +13,7 @@ import logging
 
 from ownvoice.errors import InvalidInput, ModelLoadError
 from ownvoice.service.config import ServiceConfig
-from ownvoice.service.roles import ROLE_TYPES, choose_roles, model_size_hint, model_type_hint
+from ownvoice.service.roles import choose_roles, model_size_hint, model_type_hint
 from ownvoice.service.scheduler import Scheduler
 
 log = logging.getLogger("ownvoice.server")
@@ -31,7 +31,13 @@ ROLE_HELP = {
 
 
 class EnginePool:
-    def __init__(self, config: ServiceConfig, engines: dict | None = None, metrics=None):
+    def __init__(
+        self,
+        config: ServiceConfig,
+        engines: dict | None = None,
+        metrics=None,
+        warm: bool = True,  # False: engines handed in are used as they are (no warm-up)
+    ):
         self.config = config
         self.workers: dict[str, Scheduler] = {}
         self.sources: dict[str, str] = {}
@@ -50,6 +56,7 @@ class EnginePool:
                 queue_size=limits.queue_size,
                 keepalive_s=config.keepalive_s,
                 metrics=metrics,
+                warm=warm,
             )
 
         for spec in config.models:
@@ -90,6 +97,12 @@ class EnginePool:
         log.info("roles: %s", ", ".join(f"{r}={m}" for r, m in self.roles.items()) or "none")
         for role, choice in self._choices.items():
             log.info("%s: model %s (%s)", ROLE_VOICES[role], choice.model, choice.why)
+
+    def start_threads(self) -> None:
+        """Start every thread without waiting for any model (in-process use: the engines
+        were handed in, loaded)."""
+        for worker in self.workers.values():
+            worker.start(load_now=False)
 
     def _choose_roles(self) -> None:
         self._choices = choose_roles(self.config.roles, self.types, self.sizes)
@@ -133,13 +146,6 @@ class EnginePool:
             if model.lower() in (name.lower(), self.sources[name].lower()):
                 return w
         return None
-
-    def role_of(self, worker: Scheduler) -> str | None:
-        for role, name in self.roles.items():
-            if name == worker.name:
-                return role
-        kind = self.types.get(worker.name)
-        return next((r for r, k in ROLE_TYPES.items() if k == kind), None)
 
     def model_key(self, worker: Scheduler) -> str:
         """What identifies the model to the voice-prompt cache."""

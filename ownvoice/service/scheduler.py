@@ -39,10 +39,11 @@ class Scheduler:
         queue_size: int = 8,
         keepalive_s: float = 0.0,
         metrics=None,
+        warm: bool = True,  # False: an engine given is used as it is, without a warm-up
     ):
         self.name = name
         self.engine = engine
-        self.state = "not loaded" if engine is None else "loaded"
+        self.state = "not loaded" if engine is None else ("loaded" if warm else "ready")
         self.error: BaseException | None = None
         self.warmup_seconds: float | None = None
         self.metrics = metrics

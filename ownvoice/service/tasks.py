@@ -33,6 +33,11 @@ def resolve_task(req):
         raise InvalidInput(f"task_type must be one of {', '.join(TASK_TYPES)}, got {task!r}",
                            param="task_type")  # fmt: skip
     voice = (req.voice or "").strip()
+    if req.voice_prompt is not None:  # a voice already encoded, in process: a clone
+        if task not in (None, "Base"):
+            raise InvalidInput(f"a voice prompt is cloned by task_type Base, not {task}",
+                               param="voice")  # fmt: skip
+        return req
     if req.ref_audio is not None:
         if task not in (None, "Base"):
             raise InvalidInput(

@@ -15,15 +15,17 @@ iterator yields PENDING (the scheduler parks the generation until `wake`). Threa
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 
-from ownvoice.errors import InvalidInput
+from ownvoice.engine.opentext import TextSoFar
 from ownvoice.service.generation import PENDING
+from ownvoice.service.livetext import StreamedText
 from ownvoice.textsplit import pack, split_sentences
 
 
-class TextFeed:
+class TextFeed(StreamedText):
+    opens_pieces = False  # a piece is spoken once its sentences are whole
+
     def __init__(
         self,
         max_chars: int,
@@ -31,40 +33,20 @@ class TextFeed:
         limit: int,
         wake: Callable[[], None] = lambda: None,
     ):
-        self.max_chars = max_chars
-        self.language = None if language in (None, "auto") else language
-        self.limit = limit  # characters in all, as limits.max_input_chars caps one request
-        self.wake = wake
-        self.received = 0  # characters pushed so far
-        self._lock = threading.Lock()
-        self._text = ""  # not yet handed out
-        self._closed = False
-        self.given: list[str] = []  # the pieces handed out, in order (a front end names them)
-
-    def push(self, text: str) -> None:
-        """Add text as it arrives; InvalidInput past `limit` characters in all."""
-        with self._lock:
-            if self._closed:
-                raise InvalidInput("text arrived after the end of the text", param="text")
-            if self.received + len(text) > self.limit:
-                raise InvalidInput(
-                    f"the streamed text passed {self.limit} characters (limits.max_input_chars)",
-                    param="text",
-                )
-            self.received += len(text)
-            self._text += text
-        self.wake()
-
-    def close(self) -> None:
-        """No more text: the held-back sentence is whole now."""
-        with self._lock:
-            self._closed = True
-        self.wake()
+        super().__init__(max_chars, None if language in (None, "auto") else language, limit, wake)
+        self._given: list[str] = []  # the pieces handed out, in order (a front end names them)
 
     @property
-    def has_text(self) -> bool:
-        with self._lock:
-            return bool(self._text.strip())
+    def given(self) -> list[str]:
+        return list(self._given)
+
+    def piece(self, k: int):
+        """Piece k, whole (TextSoFar(text, final=True)): taken when first asked for, from
+        every whole sentence known then; PENDING while none is whole, None after the end."""
+        if k < len(self._given):
+            return TextSoFar(self._given[k], True)
+        piece = self.next_piece()
+        return piece if piece is None or piece is PENDING else TextSoFar(piece, True)
 
     def __iter__(self) -> Iterator:
         while True:
@@ -85,7 +67,7 @@ class TextFeed:
                 return PENDING
             piece = pack(whole, self.max_chars)[0]
             self._text = _drop_spoken(self._text, piece)
-            self.given.append(piece)
+            self._given.append(piece)
             return piece
 
 

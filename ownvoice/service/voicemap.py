@@ -73,6 +73,7 @@ class VoiceChoice:
     speaker: str | None = None  # presets: the engine's speaker name
     profile: VoiceProfile | None = None  # clone: the library profile
     design: DesignedVoice | None = None  # design:<name>: the saved description
+    prompt: object | None = None  # clone: a VoicePrompt made by the caller (in-process)
     asked_model: str | None = None  # the request's model, when another one serves the voice
 
 

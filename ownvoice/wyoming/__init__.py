@@ -7,6 +7,6 @@
 and voice library: a voice cloned over HTTP is listed in the next `describe` (info.py).
 """
 
-from ownvoice.wyoming.listener import Service, WyomingOptions, WyomingServer
+from ownvoice.wyoming.listener import WyomingOptions, WyomingServer
 
-__all__ = ["Service", "WyomingOptions", "WyomingServer"]
+__all__ = ["WyomingOptions", "WyomingServer"]

@@ -13,10 +13,16 @@
 Audio is 24 kHz 16-bit mono, one audio-chunk per chunk the engine makes (the first after one
 frame). Events are read all the time, also while audio is sent: a client that goes away
 cancels its generation, which leaves the batch at the next step. Utterances on one connection
-are spoken one after another. Any error (unknown voice, empty text, a full queue, a malformed
-or oversized event) is answered with an `error` event and the connection is closed, so that a
-client waiting for audio-stop (Home Assistant) fails at once instead of at its timeout; other
-connections carry on, and the next request on a new connection is served as usual.
+are spoken one after another (at most limits.max_queued_utterances waiting). Any error (unknown
+voice, empty text, a full queue, a malformed or oversized event) is answered with an `error`
+event and the connection is closed, so that a client waiting for audio-stop (Home Assistant)
+fails at once instead of at its timeout; other connections carry on, and the next request on a
+new connection is served as usual.
+
+Each utterance is one request of the speech service (service/speech.py), logged and counted as
+`wyoming`. A connection with nothing to say for limits.idle_timeout_s (half a header
+included) is closed, and so is one whose client reads nothing for limits.send_timeout_s. On
+shutdown a synthesize in flight is finished, or cut short, with its audio-stop.
 """
 
 from __future__ import annotations
@@ -24,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Coroutine
 from functools import partial
 
@@ -41,32 +46,36 @@ from wyoming.tts import (
     SynthesizeStopped,
 )
 
-from ownvoice.audio import to_pcm16
-from ownvoice.errors import InvalidInput, OwnvoiceError, is_out_of_memory
-from ownvoice.service.generation import Generation
-from ownvoice.service.planning import SpeechInput, SpeechPlan, plan_pieces
+from ownvoice.errors import ClientStalled, InvalidInput, OwnvoiceError, describe
+from ownvoice.service.planning import SpeechInput, SpeechPlan
+from ownvoice.service.speech import Origin, Run
 from ownvoice.wyoming.events import BadEvent, read_event
-from ownvoice.wyoming.info import describe
+from ownvoice.wyoming.info import describe_voices
 
 log = logging.getLogger("ownvoice.wyoming")
 
+SAMPLE_RATE = 24000  # the 12 Hz codec's output, when no model is loaded yet to say so
 SAMPLE_WIDTH = 2  # bytes: 16-bit PCM, as Home Assistant plays it
 CHANNELS = 1
+SHUTDOWN_WAIT_S = 5.0  # for the audio-stop of what was being spoken when the server stops
 
 
 class Connection:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, service):
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, service,
+                 options):  # fmt: skip
         self.reader = reader
         self.writer = writer
-        self.service = service  # listener.Service: what every connection shares
+        self.service = service  # service.speech.SpeechService
+        self.options = options  # listener.WyomingOptions
         self.peer = _peer(writer)
         self._write_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task] = set()
         self._last: asyncio.Task | None = None  # utterances are spoken in order
-        self._jobs: set[Generation] = set()
+        self._runs: set[Run] = set()
         self._stream: SpeechPlan | None = None  # between synthesize-start and synthesize-stop
         self._stream_speaking = False  # the stream's text has started to be spoken
         self._closing = False
+        self._stopping = False  # the server is stopping: nothing more starts
         self._runner: asyncio.Task | None = None
 
     async def run(self) -> None:
@@ -74,7 +83,7 @@ class Connection:
         try:
             while not self._closing:
                 try:
-                    event = await read_event(self.reader)
+                    event = await self._next_event()
                 except BadEvent as e:
                     await self._fail(e.message, e.code)
                     break
@@ -86,10 +95,31 @@ class Connection:
         finally:
             await self._close()
 
+    async def _next_event(self) -> Event | None:
+        """The next event; None when the client has gone or had nothing to say for
+        limits.idle_timeout_s (while nothing of its is being spoken)."""
+        idle = self.service.limits.idle_timeout_s
+        reading = asyncio.ensure_future(read_event(self.reader))
+        while True:
+            done, _ = await asyncio.wait({reading}, timeout=idle)
+            if done:
+                return reading.result()
+            if not self._tasks and self._stream is None:
+                reading.cancel()
+                log.info("wyoming %s: idle for %g s (limits.idle_timeout_s); closed", self.peer,
+                         idle)  # fmt: skip
+                return None
+
     async def shutdown(self) -> None:
-        """The server is stopping: generations end with reason "shutdown", then the socket."""
-        for job in list(self._jobs):
-            job.cancel("shutdown")
+        """The server is stopping: what is being spoken ends now with its audio-stop (reason
+        "shutdown"), nothing queued starts, then the socket closes."""
+        self._stopping = True
+        for run in list(self._runs):
+            run.cancel("shutdown")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(
+                asyncio.gather(*list(self._tasks), return_exceptions=True), SHUTDOWN_WAIT_S
+            )
         self._end_reading()
 
     # -- events --------------------------------------------------------------------------------
@@ -98,7 +128,8 @@ class Connection:
         kind = event.type
         try:
             if Describe.is_type(kind):
-                info = await asyncio.to_thread(describe, self.service.voicemap, self.service.pool)
+                voicemap, pool = self.service.voicemap, self.service.pool
+                info = await asyncio.to_thread(describe_voices, voicemap, pool)
                 await self._send(info.event())
             elif Ping.is_type(kind):
                 await self._send(Pong(text=event.data.get("text")).event())
@@ -125,15 +156,21 @@ class Connection:
         name, language = voice.get("name"), voice.get("language")
         if not isinstance(name, str | None) or not isinstance(language, str | None):
             raise InvalidInput("voice `name` and `language` must be strings", param="voice")
-        options = self.service.options
+        options = self.options
         request = SpeechInput(
             input=text or "",
-            voice=name or options.voice or self.service.default_voice(),
+            voice=name or options.voice or self._default_voice(),
             language=language,
             seed=options.seed,
             response_format="pcm",
         )
-        return self.service.planner.plan(request, streamed=text is None)
+        return self.service.plan(request, streamed=text is None)
+
+    def _default_voice(self) -> str:
+        listed = [v["id"] for v in self.service.voicemap.list() if v["id"] != "design"]
+        if not listed:
+            raise InvalidInput("this server has no voice to speak with", param="voice")
+        return listed[0]
 
     def _stream_chunk(self, text: str) -> None:
         if self._stream is None:
@@ -157,66 +194,67 @@ class Connection:
     # -- speaking ------------------------------------------------------------------------------
 
     async def _speak(self, plan: SpeechPlan) -> None:
-        """Admit, generate and send one utterance: audio-start, audio-chunks, audio-stop."""
-        service = self.service
-        record = Record(service.metrics, plan, self.peer)
-        worker = plan.choice.worker
+        """Start, generate and send one utterance: audio-start, audio-chunks, audio-stop."""
         try:
-            slot = worker.admission.admit()
+            run = self.service.start(plan, Origin("wyoming", peer=self.peer))
         except OwnvoiceError as e:
-            record.finish("refused")
             await self._fail(e.message, e.code or "busy")
             return
-        deadline = record.t0 + service.options.request_timeout_s
-        job = Generation(plan_pieces(plan, service.pool, service.library), slot, deadline)
-        self._jobs.add(job)
-        service.track(job)
-        worker.submit(job)
-        started = False
+        self._runs.add(run)
+        started, error = False, None
         try:
-            async for chunk in job.chunks():
-                record.chunk(chunk)
+            stream = run.audio("pcm")
+            async for chunk in run.chunks():
                 if not started:
                     await self._send(AudioStart(chunk.sample_rate, SAMPLE_WIDTH, CHANNELS).event())
-                    started = True
-                audio = to_pcm16(chunk.samples)
+                    started = run.answered = True
+                audio = stream.write(chunk.samples)
                 await self._send(
                     AudioChunk(chunk.sample_rate, SAMPLE_WIDTH, CHANNELS, audio).event()
                 )
-            if job.stop_reason is not None and job.stop_reason != "timeout":
-                record.finish(job.stop_reason)  # cancelled, stalled, shutdown: nobody to tell
+            if run.stop_reason in ("cancelled", "stalled"):  # nobody to tell
                 self._end_reading()
                 return
+            # complete, or cut short (timeout, shutdown): the client plays what came
             if not started:
-                rate = service.sample_rate(worker)
-                await self._send(AudioStart(rate, SAMPLE_WIDTH, CHANNELS).event())
+                await self._send(
+                    AudioStart(self._sample_rate(plan), SAMPLE_WIDTH, CHANNELS).event()
+                )
             await self._send(AudioStop().event())
-            record.finish("timeout" if job.stop_reason == "timeout" else "200")
-        except asyncio.CancelledError:  # the connection closed
-            record.finish("cancelled")
+        except asyncio.CancelledError as e:  # the connection closed
+            error = e
             raise
-        except OwnvoiceError as e:
-            record.finish("error")
-            await self._fail(e.message, e.code or "failed")
         except Exception as e:
-            record.finish("error")
-            log.error("wyoming %s: speech failed: %s", self.peer, e, exc_info=e)
-            message = "out of memory; try again" if is_out_of_memory(e) else f"speech failed: {e}"
-            await self._fail(message, "failed")
+            error = e
+            if not isinstance(e, OwnvoiceError):
+                log.error("wyoming %s: speech failed: %s", self.peer, e, exc_info=e)
+            info = describe(e)
+            await self._fail(info.message, info.code or "failed")
         finally:
-            job.cancel()  # no-op once it ended; frees the row if this task was cancelled
-            self._jobs.discard(job)
+            run.finish(error)  # frees the row if this task was cancelled
+            self._runs.discard(run)
+
+    def _sample_rate(self, plan: SpeechPlan) -> int:
+        engine = plan.choice.worker.engine
+        return engine.sample_rate if engine is not None else SAMPLE_RATE
 
     # -- writing and closing -------------------------------------------------------------------
 
     def _queue(self, work: Callable[[], Coroutine]) -> asyncio.Task:
-        """Run `work()` after everything queued before it on this connection."""
+        """Run `work()` after everything queued before it on this connection (at most
+        limits.max_queued_utterances waiting)."""
+        most = self.service.limits.max_queued_utterances
+        if len(self._tasks) >= most:
+            raise _TooManyUtterances(
+                f"{len(self._tasks)} utterances are waiting on this connection "
+                f"(limits.max_queued_utterances={most})"
+            )
         previous = self._last
 
         async def in_turn() -> None:
             if previous is not None:
                 await asyncio.wait({previous})
-            if not self._closing:
+            if not self._closing and not self._stopping:
                 await work()
 
         task = self._last = asyncio.create_task(in_turn())
@@ -230,14 +268,13 @@ class Connection:
         if self._closing:
             return
         try:
-            async with self._write_lock, asyncio.timeout(self.service.options.send_timeout_s):
+            async with self._write_lock, self.service.sending():
                 await async_write_event(event, self.writer)
-        except (TimeoutError, ConnectionError) as e:
-            if isinstance(e, TimeoutError):
-                log.warning("wyoming %s: the client read nothing for %g s; dropped", self.peer,
-                            self.service.options.send_timeout_s)  # fmt: skip
-            for job in self._jobs:
-                job.cancel("stalled" if isinstance(e, TimeoutError) else "cancelled")
+        except (ClientStalled, ConnectionError) as e:
+            if isinstance(e, ClientStalled):
+                log.warning("wyoming %s: %s", self.peer, e.message)
+            for run in self._runs:
+                run.cancel("stalled" if isinstance(e, ClientStalled) else "cancelled")
             self._end_reading()
 
     async def _fail(self, message: str, code: str) -> None:
@@ -255,8 +292,8 @@ class Connection:
 
     async def _close(self) -> None:
         self._closing = True
-        for job in list(self._jobs):
-            job.cancel()  # the client is gone: its row leaves at the next step
+        for run in list(self._runs):
+            run.cancel()  # the client is gone: its row leaves at the next step
         if self._stream is not None:
             self._stream.pieces.close()
         current = asyncio.current_task()
@@ -270,49 +307,8 @@ class Connection:
             await self.writer.wait_closed()
 
 
-class Record:
-    """One utterance's log line and metrics, as the HTTP side keeps them."""
-
-    def __init__(self, metrics, plan: SpeechPlan, peer: str):
-        self.metrics = metrics
-        self.plan = plan
-        self.peer = peer
-        self.t0 = time.monotonic()
-        self.t_first: float | None = None
-        self.seconds = 0.0
-        self.done = False
-
-    def chunk(self, chunk) -> None:
-        if self.t_first is None:
-            self.t_first = time.monotonic()
-            self.metrics.ttfa.observe(self.t_first - self.t0)
-        self.seconds += len(chunk.samples) / chunk.sample_rate
-
-    def finish(self, status: str) -> None:
-        if self.done:
-            return
-        self.done = True
-        now = time.monotonic()
-        plan = self.plan
-        streamed = not isinstance(plan.pieces, list)
-        chars = plan.pieces.received if streamed else plan.chars
-        self.metrics.requests.labels(status, "pcm", "wyoming").inc()
-        self.metrics.request_seconds.observe(now - self.t0)
-        self.metrics.audio_seconds.inc(self.seconds)
-        if status == "cancelled":
-            self.metrics.cancelled.inc()
-        fields = [
-            f"wyoming {status} peer={self.peer}",
-            f"voice={plan.choice.label}",
-            f"model={plan.choice.worker.name}",
-            f"text={'streamed' if streamed else 'whole'}",
-            f"chars={chars}",
-            f"audio={self.seconds:.2f}s",
-        ]
-        if self.t_first is not None:
-            fields.append(f"ttfa={self.t_first - self.t0:.2f}s")
-        fields.append(f"total={now - self.t0:.2f}s")
-        log.info(" ".join(fields))
+class _TooManyUtterances(InvalidInput):
+    code = "too_many_utterances"
 
 
 def _text(data: dict) -> str:

@@ -1,4 +1,4 @@
-"""`describe` -> `info`: the voices Home Assistant lists, read from the service each time, so a
+"""`describe` -> `info` (describe_voices): the voices Home Assistant lists, read from the service each time, so a
 voice added to the library (over HTTP, by the CLI) appears without a restart.
 
 Every voice the HTTP API lists is a Wyoming voice under the same id (`ryan`, `alloy`,
@@ -21,7 +21,7 @@ ATTRIBUTION = Attribution(
 ROLE_OF_KIND = {"preset": "presets", "alias": "presets", "clone": "clone", "design": "design"}
 
 
-def describe(voicemap, pool) -> Info:
+def describe_voices(voicemap, pool) -> Info:
     voices = []
     for entry in voicemap.list():
         if entry["id"] == "design":

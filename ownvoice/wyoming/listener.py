@@ -1,12 +1,15 @@
 """The Wyoming listener: started beside the HTTP API by `ownvoice serve` when the config has a
 `wyoming:` block, on the same event loop, models, queues and batches.
 
-    server = WyomingServer(options, service)
+    server = WyomingServer(options, service)   # service: service.speech.SpeechService
     await server.start()          # listens on options.uri (tcp://host:port or unix:///path)
     ...
     await server.stop()           # running generations end with reason "shutdown"
 
-With `zeroconf: true` the TCP listener is announced on the LAN (mDNS, `_wyoming._tcp`), which
+At most `max_connections` clients are served at once: a connection past that is closed as it
+is accepted (an idle one closes after limits.idle_timeout_s, connection.py), so a flood of
+half-open connections cannot take the process's file descriptors from HTTP. With
+`zeroconf: true` the TCP listener is announced on the LAN (mDNS, `_wyoming._tcp`), which
 Home Assistant's discovery picks up; never for a loopback address, which no other machine can
 reach.
 """
@@ -18,18 +21,14 @@ import contextlib
 import ipaddress
 import logging
 import socket
-from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
 from ownvoice.errors import InvalidInput
-from ownvoice.service.generation import Generation
 from ownvoice.wyoming.connection import Connection
 from ownvoice.wyoming.events import MAX_HEADER_BYTES
 
 log = logging.getLogger("ownvoice.wyoming")
-
-SAMPLE_RATE = 24000  # the 12 Hz codec's output, when no model is loaded yet to say so
 
 
 @dataclass(frozen=True)
@@ -38,8 +37,7 @@ class WyomingOptions:
     voice: str | None = None  # for requests that name none; None = the first listed voice
     seed: int | None = None  # fixed: the same text sounds the same every time
     zeroconf: bool = False  # announce the listener on the LAN for Home Assistant's discovery
-    send_timeout_s: float = 30.0  # a client that reads nothing this long is dropped
-    request_timeout_s: float = 600.0  # queue wait + generation, as for HTTP requests
+    max_connections: int = 64  # clients served at once; more are closed as they arrive
 
 
 def parse_uri(uri: str) -> tuple[str, str, int | None]:
@@ -58,36 +56,15 @@ def parse_uri(uri: str) -> tuple[str, str, int | None]:
     )
 
 
-@dataclass
-class Service:
-    """What every connection uses: the serving core's objects, as the HTTP app has them."""
-
-    options: WyomingOptions
-    planner: object  # service.planning.SpeechPlanner
-    pool: object  # service.pool.EnginePool
-    library: object  # voices.VoiceLibrary
-    voicemap: object  # service.voices.VoiceMap
-    metrics: object  # service.metrics.Metrics
-    track: Callable[[Generation], None] = lambda job: None  # the HTTP drain waits for these
-
-    def default_voice(self) -> str:
-        listed = [v["id"] for v in self.voicemap.list() if v["id"] != "design"]
-        if not listed:
-            raise InvalidInput("this server has no voice to speak with", param="voice")
-        return listed[0]
-
-    def sample_rate(self, worker) -> int:
-        return worker.engine.sample_rate if worker.engine is not None else SAMPLE_RATE
-
-
 class WyomingServer:
-    def __init__(self, options: WyomingOptions, service: Service):
+    def __init__(self, options: WyomingOptions, service):
         self.options = options
         self.service = service
         self.kind, self.host, self.port = parse_uri(options.uri)
         self._server: asyncio.Server | None = None
         self._connections: set[Connection] = set()
         self._zeroconf = None
+        self.turned_away = 0  # connections closed for want of a place (max_connections)
 
     async def start(self) -> None:
         if self.kind == "tcp":
@@ -125,7 +102,17 @@ class WyomingServer:
                 await asyncio.wait_for(self._server.wait_closed(), 5)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        connection = Connection(reader, writer, self.service)
+        if len(self._connections) >= self.options.max_connections:
+            self.turned_away += 1
+            if self.turned_away in (1, 10, 100) or self.turned_away % 1000 == 0:  # not a flood
+                log.warning(
+                    "wyoming: %d connection(s) refused so far: %d open is wyoming."
+                    "max_connections",
+                    self.turned_away, len(self._connections),
+                )  # fmt: skip
+            writer.close()
+            return
+        connection = Connection(reader, writer, self.service, self.options)
         self._connections.add(connection)
         try:
             await connection.run()

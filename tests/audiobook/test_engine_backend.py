@@ -13,7 +13,8 @@ import torch
 
 from ownvoice.audiobook import BookOptions, EngineBackend, render_book
 from ownvoice.audiobook.cast import parse_cast
-from ownvoice.errors import VoiceNotFound
+from ownvoice.engine.options import SamplingOptions
+from ownvoice.errors import InvalidInput, VoiceNotFound
 from tests.audiobook.conftest import STORY_CHUNK_CHARS, STORY_CHUNKS
 from tests.audiobook.fake_server import SR, speech
 
@@ -25,6 +26,10 @@ class FakeEngine:
 
     model_type = "custom_voice"
     supported_speakers = ["ryan", "serena"]
+    supported_languages = ["auto", "english", "german"]
+    instruct_supported = False
+    default_sampling = SamplingOptions()
+    device = "cpu"
 
     def __init__(self, runaway=(), truncate=(), max_batch=4):
         self.runaway, self.truncate = set(runaway), set(truncate)
@@ -138,10 +143,19 @@ def test_same_seeds_on_a_rerun_of_a_fresh_work_dir(story, tmp_path):
 
 
 def test_engine_user_errors_stop_the_book(story, tmp_path):
+    """A voice the service does not know stops the book at once, as a voice the engine itself
+    refuses does (no retries: every chunk would fail alike)."""
     backend = EngineBackend(FakeEngine(), model_id="m", voice="nobody")
-    with pytest.raises(VoiceNotFound, match="speaker 'nobody' not found"):
+    with pytest.raises(InvalidInput, match="voice 'nobody' is not available"):
         render_book(
             str(story), str(tmp_path / "b.wav"), backend, BookOptions(), show_progress=False
+        )
+    engine = FakeEngine()
+    engine.supported_speakers = ["ryan", "serena", "ghost"]  # listed, but the engine refuses it
+    backend = EngineBackend(engine, model_id="m", voice="ghost")
+    with pytest.raises(VoiceNotFound, match="speaker 'ghost' not found"):
+        render_book(
+            str(story), str(tmp_path / "c.wav"), backend, BookOptions(), show_progress=False
         )
 
 

@@ -4,7 +4,8 @@ It implements the batch API the service drives (start / join / step / cancel_all
 ownvoice/service/engine_protocol.py) with the engine's own `Sequence`, so chunking and the last
 chunk behave exactly as with a real model. Each frame is 1920 samples (80 ms) of a sine whose
 pitch depends on the voice, with continuous phase; a request makes `frames_per_char` frames per
-input character (runaway: always max_frames), capped by options.max_frames. `frame_delay`
+input character (runaway: always its cap), capped as Engine.start caps: options.max_frames,
+else engine.options.frame_cap of the text. `frame_delay`
 sleeps once per step (a step advances every running row), so tests can hold a generation open;
 a cancelled row leaves at the next step, as in the real engine (unless `ignore_stop`).
 """
@@ -114,15 +115,12 @@ class FakeEngine:
         call = {"text": text, "voice": voice, "instruct": instruct, "options": options}
         with self.lock:
             self.calls.append(call)
-        wanted = (
-            options.max_frames
-            if self.runaway
-            else max(1, math.ceil(len(text) * self.frames_per_char))
-        )
+        cap = options.frames_for(text, 1 << 20)  # the engine's own cap (Engine.start)
+        wanted = cap if self.runaway else max(1, math.ceil(len(text) * self.frames_per_char))
         seq = Sequence(
             prompt=None,
             sampling=options.sampling or self.default_sampling,
-            max_frames=min(wanted, options.max_frames or wanted),
+            max_frames=min(wanted, cap),
             generator=None,
             decoder=_SineDecoder(150 + zlib.crc32(repr(voice).encode()) % 300),
             first_chunk_frames=options.first_chunk_frames,

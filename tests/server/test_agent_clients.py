@@ -31,11 +31,11 @@ FRAME = 1920  # samples per 80 ms frame at 24 kHz
 
 @pytest.fixture(scope="module")
 def agent_server(tiny_checkpoints, tmp_path_factory):
-    from ownvoice.service import planning
+    from ownvoice.engine import options as engine_options
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(planning, "MIN_CAP_FRAMES", 3)  # "Hi." -> 4 frames, not 49
-        mp.setattr(planning, "CAP_FACTOR", 0.3)
+        mp.setattr(engine_options, "MIN_CAP_FRAMES", 3)  # "Hi." -> 4 frames, not 49
+        mp.setattr(engine_options, "CAP_FACTOR", 0.3)
         settings = make_settings(
             tmp_path_factory.mktemp("voices"), device="cpu", dtype="float32",
             models={"cv": {"source": str(tiny_checkpoints["0.6B-CustomVoice"])}},

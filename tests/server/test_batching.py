@@ -63,7 +63,7 @@ def test_eight_streaming_clients_each_get_their_solo_audio(tiny_checkpoints, tmp
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
             together = list(pool.map(lambda i: fetch(base, body(i)), range(8)))
         rows, steps = batch_stats(base)
-        overlapped = app.state.pool.workers["cv"].engine.overlap
+        overlapped = app.state.service.pool.workers["cv"].engine.overlap
     assert overlapped == ("on" if quantize else "batches")
     for i, (a, b) in enumerate(zip(solo, together, strict=True)):
         assert len(a) == (10 + 3 * i) * 1920 * 2, i  # random weights never end early
@@ -80,7 +80,7 @@ def test_a_disconnected_client_leaves_the_batch_at_the_next_step(tmp_path):
     settings = make_settings(tmp_path, device="cpu", limits={"max_batch": 4})
     payload = {"model": "tts-1", "voice": "ryan", "input": "x" * 200, "response_format": "pcm"}
     with serve(settings, engines={"cv": engine}) as (base, app):
-        worker = app.state.pool.workers["cv"]
+        worker = app.state.service.pool.workers["cv"]
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
             others = [pool.submit(fetch, base, payload) for _ in range(2)]
             with httpx.stream("POST", f"{base}/v1/audio/speech", json=payload, timeout=30) as r:

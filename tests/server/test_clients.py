@@ -74,7 +74,7 @@ def clients_server(tmp_path_factory):
                  "Bright Guide": "A bright, friendly female voice."},
     )  # fmt: skip
     with serve(settings, engines=engines) as (base, app):
-        app.state.library.add(
+        app.state.service.library.add(
             "Alice", wav_bytes(speech_clip(3.5)), ref_text="Hello, this is my voice."
         )
         yield base, app, engines

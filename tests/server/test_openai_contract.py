@@ -10,8 +10,8 @@ import time
 import openai
 import pytest
 
+from ownvoice.engine.options import frame_cap
 from ownvoice.service.encode import FORMATS
-from ownvoice.service.planning import frame_cap
 from tests.server.fakes import FakeEngine
 from tests.server.helpers import duration, make_settings, serve
 
@@ -143,7 +143,7 @@ def test_extensions_reach_the_engine_and_unknown_fields_are_ignored(server):
         model="tts-1", voice={"id": "Ryan"}, input="Hi.", response_format="pcm"
     )
     assert cv.calls[-1]["voice"] == "ryan"
-    assert cv.calls[-1]["options"].max_frames == frame_cap("Hi.")
+    assert cv.calls[-1]["options"].max_frames is None  # the engine caps by the text's length
 
 
 def test_voice_design_and_instructions(server):
@@ -180,7 +180,7 @@ def test_long_input_is_split_at_sentences_and_capped(tmp_path):
     assert " ".join(p.strip() for p in pieces) == text.strip()
     frames = sum(frame_cap(p) for p in pieces)  # each piece stopped by its own cap
     assert len(audio.content) == frames * 1920 * 2
-    assert all(c["options"].max_frames == frame_cap(c["text"]) for c in runaway.calls)
+    assert all(c["frames"] == frame_cap(c["text"]) for c in runaway.calls)
 
 
 def test_generation_runs_on_engine_threads(server):

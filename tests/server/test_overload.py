@@ -64,7 +64,13 @@ def test_burst_gives_three_accepted_and_seven_429(tmp_path):
                 assert len(r.content) == 20 * 1920 * 2
         assert engine.max_active == 1
         assert metric(base, 'tts_rejected_total{reason="queue_full"}') == 7
-        assert metric(base, 'tts_requests_total{format="pcm",status="200",stream="audio"}') == 3
+        assert (
+            metric(
+                base,
+                'tts_requests_total{endpoint="speech",format="pcm",status="200",stream="audio"}',
+            )
+            == 3
+        )
         assert metric(base, "tts_queue_depth") == 0 and metric(base, "tts_inflight") == 0
 
         # the official client raises its typed error (retries off, or it would retry politely)
@@ -95,7 +101,10 @@ def test_disconnected_stream_frees_its_slot_within_one_chunk(tmp_path, stream_fo
             next(r.iter_raw())
         # the client is gone: generation stops between frames, within one chunk
         freed = wait_until(
-            lambda: engine.active == 0 and app.state.pool.workers["cv"].admission.admitted == 0, 3.0
+            lambda: (
+                engine.active == 0 and app.state.service.pool.workers["cv"].admission.admitted == 0
+            ),
+            3.0,
         )
         assert freed < 0.4 + 0.5, f"slot freed after {freed:.2f} s"
         assert engine.cancelled == 1 and engine.frames_generated < 40
@@ -126,10 +135,10 @@ def test_client_leaving_the_queue_never_generates(tmp_path):
                 + f"Content-Length: {len(raw)}\r\n\r\n".encode()
                 + raw
             )
-            wait_until(lambda: app.state.pool.workers["cv"].admission.admitted == 2, 2.0)
+            wait_until(lambda: app.state.service.pool.workers["cv"].admission.admitted == 2, 2.0)
             sock.close()
             wait_until(
-                lambda: app.state.pool.workers["cv"].admission.admitted == 1, 2.0
+                lambda: app.state.service.pool.workers["cv"].admission.admitted == 1, 2.0
             )  # its place is free at once
             third = threading.Thread(
                 target=lambda: httpx.post(
@@ -138,10 +147,10 @@ def test_client_leaving_the_queue_never_generates(tmp_path):
             )
             third.start()
             wait_until(
-                lambda: app.state.pool.workers["cv"].admission.admitted == 2, 2.0
+                lambda: app.state.service.pool.workers["cv"].admission.admitted == 2, 2.0
             )  # admitted, not refused
             assert (
-                app.state.pool.workers["cv"].admission.running == 1
+                app.state.service.pool.workers["cv"].admission.running == 1
                 and engine.calls[0]["voice"] == "vivian"
             )
         third.join(10)
@@ -178,7 +187,10 @@ def test_a_client_that_stops_reading_is_dropped_after_send_timeout(tmp_path):
             assert head.startswith(b"HTTP/1.1 200"), head[:100]
             # the client now reads nothing more, and keeps the connection open
             freed = wait_until(
-                lambda: engine.active == 0 and app.state.pool.workers["cv"].admission.admitted == 0,
+                lambda: (
+                    engine.active == 0
+                    and app.state.service.pool.workers["cv"].admission.admitted == 0
+                ),
                 8.0,
             )
             # 2 s of send_timeout after the buffers fill (about 1 s of audio), not 15 s
@@ -190,7 +202,9 @@ def test_a_client_that_stops_reading_is_dropped_after_send_timeout(tmp_path):
                 timeout=10,
             )
             assert r.status_code == 200  # the single slot serves the next request
-            stalled = 'tts_requests_total{format="pcm",status="stalled",stream="audio"}'
+            stalled = (
+                'tts_requests_total{endpoint="speech",format="pcm",status="stalled",stream="audio"}'
+            )
             assert metric(base, stalled) == 1
         finally:
             sock.close()

@@ -125,7 +125,7 @@ def test_clone_profile_speaks_and_is_encoded_once(real):
             **capped(3),
         )
         assert duration(audio.content, "wav") > 0
-    assert app.state.library.encode_count == 1
+    assert app.state.service.library.encode_count == 1
 
 
 def test_voice_design(real):

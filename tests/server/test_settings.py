@@ -275,7 +275,8 @@ def test_designed_voices_from_the_config():
          "limits.queue_sise: unknown key; did you mean limits.queue_size?"),
         ("limits: {zzz: 3}\n",
          "limits.zzz: unknown key; known here: max_input_chars, queue_size, max_batch, "
-         "concurrency, request_timeout_s, max_chunk_chars, max_upload_mb, send_timeout_s"),
+         "concurrency, request_timeout_s, max_chunk_chars, max_upload_mb, send_timeout_s, "
+         "idle_timeout_s, max_queued_utterances"),
         ("models: {a: {sorce: x}}\n",
          "models.a.source: required (or hf_id): a Hugging Face hub id or a checkpoint folder; "
          "models.a.sorce: unknown key; did you mean models.a.source?"),

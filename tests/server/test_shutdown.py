@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from websockets.exceptions import ConnectionClosed
 
 from tests.server.fakes import FakeEngine
 from tests.server.helpers import make_settings, serve
@@ -29,9 +31,12 @@ FRAME = 1920 * 2  # bytes of one 80 ms frame as pcm
 def start_server(tmp_path):
     procs = []
 
-    def start(frame_delay: float, shutdown_timeout_s: float) -> tuple[subprocess.Popen, str]:
+    def start(
+        frame_delay: float, shutdown_timeout_s: float, wyoming: int | None = None
+    ) -> tuple[subprocess.Popen, str]:
         port = free_port()
         args = [str(port), str(frame_delay), str(shutdown_timeout_s), str(tmp_path)]
+        args += [str(wyoming)] if wyoming else []
         proc = subprocess.Popen(
             [sys.executable, "-m", "tests.server.drain_server", *args],
             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -126,7 +131,7 @@ def test_an_aborted_drain_ends_sse_with_an_error_and_queued_requests_with_503(tm
                 )
             )
             waiter.start()
-            wait_until(lambda: app.state.pool.workers["cv"].admission.admitted == 2, 2.0)
+            wait_until(lambda: app.state.service.pool.workers["cv"].admission.admitted == 2, 2.0)
             app.state.drain.begin()
             assert httpx.get(f"{base}/ready").status_code == 503
             refused = httpx.post(f"{base}/v1/audio/speech", json=body(10), timeout=10)
@@ -139,4 +144,85 @@ def test_an_aborted_drain_ends_sse_with_an_error_and_queued_requests_with_503(tm
         assert queued[0].status_code == 503
         assert queued[0].json()["error"]["code"] == "shutting_down"
         assert [c["voice"] for c in engine.calls] == ["vivian"]  # the queued one never ran
-        wait_until(lambda: app.state.pool.workers["cv"].admission.admitted == 0, 2.0)
+        wait_until(lambda: app.state.service.pool.workers["cv"].admission.admitted == 0, 2.0)
+
+
+def ws_utterance_at_shutdown(start_server, shutdown_timeout_s: float) -> tuple[list, int, int, str]:
+    """A WebSocket utterance of 40 frames (2 s here) that gets SIGTERM after its first audio:
+    its events after the signal, the server's output and exit code."""
+    from websockets.sync.client import connect
+
+    proc, base = start_server(frame_delay=0.05, shutdown_timeout_s=shutdown_timeout_s)
+    events, audio = [], 0
+    with connect(base.replace("http://", "ws://") + "/v1/audio/speech/stream") as ws:
+        ws.send(json.dumps({"type": "session.config", "voice": "alloy", "response_format": "pcm",
+                            "stream_audio": True}))  # fmt: skip
+        ws.send(json.dumps({"type": "input.text", "text": "x" * 80}))
+        ws.send(json.dumps({"type": "input.done"}))
+        while not isinstance(message := ws.recv(timeout=10), bytes):
+            pass
+        proc.send_signal(signal.SIGTERM)
+        audio += len(message)
+        with contextlib.suppress(ConnectionClosed):
+            while True:
+                message = ws.recv(timeout=10)
+                if isinstance(message, bytes):
+                    audio += len(message)
+                else:
+                    events.append(json.loads(message))
+    code = proc.wait(10)
+    return events, audio, code, proc.stdout.read()
+
+
+def test_sigterm_lets_a_websocket_utterance_finish_with_its_done_events(start_server):
+    """6. SIGTERM closed an utterance in flight with 1012 and no session.done."""
+    events, audio, code, out = ws_utterance_at_shutdown(start_server, shutdown_timeout_s=10)
+    assert code == 0, out
+    assert [e["type"] for e in events] == ["audio.done", "session.done"], events
+    assert events[-1]["cancelled"] is False and audio == 40 * FRAME
+    assert "websocket 200" in out
+
+
+def test_a_websocket_utterance_past_the_shutdown_timeout_is_cut_with_its_done_events(
+    start_server,
+):
+    events, audio, code, out = ws_utterance_at_shutdown(start_server, shutdown_timeout_s=0.5)
+    assert code == 0, out
+    assert [e["type"] for e in events] == ["error", "audio.done", "session.done"], events
+    assert events[0]["code"] == "shutting_down" and audio < 40 * FRAME
+    assert "websocket aborted" in out and "stop=shutdown" in out
+
+
+@pytest.mark.parametrize("shutdown_timeout_s,complete", [(10, True), (0.5, False)])
+def test_sigterm_ends_a_wyoming_synthesize_with_its_audio_stop(
+    start_server, shutdown_timeout_s, complete
+):
+    """6. SIGTERM cancelled a Wyoming synthesize without audio-stop; now it finishes (or, past
+    server.shutdown_timeout_s, is cut short) with its audio-stop."""
+    import asyncio
+
+    from wyoming.client import AsyncTcpClient
+    from wyoming.tts import Synthesize, SynthesizeVoice
+
+    from tests.wyoming.test_wyoming import pcm_of, read_until
+
+    wyoming = free_port()
+    proc, _ = start_server(frame_delay=0.05, shutdown_timeout_s=shutdown_timeout_s,
+                           wyoming=wyoming)  # fmt: skip
+
+    async def speak() -> list:
+        client = AsyncTcpClient("127.0.0.1", wyoming)
+        await client.connect()
+        await client.write_event(Synthesize(text="x" * 80, voice=SynthesizeVoice("alloy")).event())
+        events = await read_until(client, "audio-chunk")
+        proc.send_signal(signal.SIGTERM)
+        events += await read_until(client, "audio-stop", "error")
+        await client.disconnect()
+        return events
+
+    events = asyncio.run(speak())
+    code = proc.wait(10)
+    out = proc.stdout.read()
+    assert code == 0, out
+    assert events[-1].type == "audio-stop", [e.type for e in events]
+    assert (len(pcm_of(events)) == 40 * FRAME) == complete

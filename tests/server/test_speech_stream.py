@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 
 import httpx
 import pytest
@@ -131,7 +132,7 @@ def test_a_whole_file_at_the_end_without_stream_audio(server):
 
 def test_cancel_stops_within_a_frame_and_the_connection_speaks_again(server):
     base, app = server
-    worker = app.state.pool.workers["cv"]
+    worker = app.state.service.pool.workers["cv"]
     with connect(ws_url(base)) as ws:
         ws.send(json.dumps(CONFIG))
         ws.send(json.dumps({"type": "input.text", "text": "This sentence is long enough to be "
@@ -236,7 +237,7 @@ def test_config_must_come_first_and_a_huge_message_closes(server):
 
 def test_a_vanished_client_frees_its_row(server):
     base, app = server
-    worker = app.state.pool.workers["cv"]
+    worker = app.state.service.pool.workers["cv"]
     ws = connect(ws_url(base))
     ws.send(json.dumps(CONFIG))
     ws.send(json.dumps({"type": "input.text", "text": "Going away in the middle of this. " * 5}))
@@ -293,10 +294,9 @@ def test_the_example_in_docs_voice_agents_runs(server, monkeypatch, capsys):
 
 
 def test_an_idle_connection_is_closed_but_not_while_it_listens(server, monkeypatch):
-    from ownvoice.server import speech_stream
-
-    base, _ = server
-    monkeypatch.setattr(speech_stream, "IDLE_TIMEOUT_S", 0.3)
+    base, app = server
+    limits = app.state.service.limits
+    monkeypatch.setattr(app.state.service, "limits", replace(limits, idle_timeout_s=0.3))
     with connect(ws_url(base)) as ws:
         ws.send(json.dumps(CONFIG))
         # a long answer takes longer than the timeout to speak: the listener stays

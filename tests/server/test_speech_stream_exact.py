@@ -142,7 +142,7 @@ def test_two_sessions_and_an_http_request_share_one_batch(server):
     """Two WebSocket sessions speaking word by word and an HTTP request run as rows of the same
     steps, and each says exactly what it says alone."""
     base, app = server
-    engine = app.state.pool.workers["cv"].engine
+    engine = app.state.service.pool.workers["cv"].engine
     rows_per_step = []
     step = engine.step
 
@@ -183,7 +183,7 @@ def test_a_session_waiting_for_words_costs_no_steps(server):
     """While every row waits for text the scheduler sleeps until text arrives (or its poll),
     instead of spinning through empty steps."""
     base, app = server
-    scheduler = app.state.pool.workers["cv"]
+    scheduler = app.state.service.pool.workers["cv"]
     with connect(ws_url(base)) as ws:
         ws.send(json.dumps({"type": "session.config", "voice": "ryan", "response_format": "pcm",
                             "stream_audio": True, "seed": 2}))  # fmt: skip

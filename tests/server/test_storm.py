@@ -38,7 +38,7 @@ def test_overload_and_disconnect_storm(tmp_path):
     settings = make_settings(tmp_path, device="cpu", limits={"max_batch": 2, "queue_size": 4})
     with serve(settings, engines={"cv": engine}) as (base, app):
         port = int(base.rsplit(":", 1)[1])
-        admission = app.state.pool.workers["cv"].admission
+        admission = app.state.service.pool.workers["cv"].admission
         formats = ["pcm", "mp3", "opus", "flac", "wav", "aac"]
 
         def post(i: int) -> httpx.Response:

@@ -283,9 +283,9 @@ def test_design_then_keep_speaks_through_the_base_model(browser, site, screensho
     meta = voices / "Calm" / "voice.json"
     assert meta.is_file() or (voices / "Calm" / "reference.wav").is_file()
 
-    steps = app.state.pool.workers["base"].steps
+    steps = app.state.service.pool.workers["base"].steps
     http_pcm(base, "The kept voice speaks.", "clone:Calm", 5)
-    assert app.state.pool.workers["base"].steps > steps  # the Base model spoke it
+    assert app.state.service.pool.workers["base"].steps > steps  # the Base model spoke it
 
 
 def test_the_api_key_is_asked_once_and_other_origins_cannot_write(

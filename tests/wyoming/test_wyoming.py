@@ -42,11 +42,11 @@ CLIP = wav_bytes(speech_clip(3.0))
 @pytest.fixture(scope="module")
 def server(tiny_checkpoints, tmp_path_factory):
     """(http base url, wyoming port, app)"""
-    from ownvoice.service import planning
+    from ownvoice.engine import options as engine_options
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(planning, "MIN_CAP_FRAMES", 4)
-        mp.setattr(planning, "CAP_FACTOR", 0.3)
+        mp.setattr(engine_options, "MIN_CAP_FRAMES", 4)
+        mp.setattr(engine_options, "CAP_FACTOR", 0.3)
         voices = tmp_path_factory.mktemp("voices")
         settings = make_settings(
             voices, device="cpu", dtype="float32",
@@ -312,7 +312,7 @@ def metric(base: str, name: str, model: str) -> float:
 
 def test_a_client_that_vanishes_mid_stream_frees_its_row(server, caplog):
     base, port, app = server
-    worker = app.state.pool.workers["cv"]
+    worker = app.state.service.pool.workers["cv"]
     long_text = "This is a very long answer that goes on and on. " * 40
 
     async def vanish():
@@ -322,7 +322,7 @@ def test_a_client_that_vanishes_mid_stream_frees_its_row(server, caplog):
         await read_until(client, "audio-chunk")
         await client.disconnect()
 
-    with caplog.at_level("INFO", logger="ownvoice.wyoming"):
+    with caplog.at_level("INFO", logger="ownvoice.requests"):
         asyncio.run(vanish())
         t_gone = time.monotonic()
         while metric(base, "tts_inflight", "cv") > 0 and time.monotonic() - t_gone < 10:
@@ -377,13 +377,13 @@ def test_a_vanished_client_leaves_the_batch_at_the_next_step(tmp_path, monkeypat
     """Counted in engine steps (a fake engine that takes 150 ms a frame): the row of a client
     that disconnects leaves within two steps, while the other rows carry on. (At 50 ms a step,
     a loaded CI machine once took three steps to see the socket close.)"""
-    from ownvoice.service import planning
+    from ownvoice.engine import options as engine_options
     from tests.server.fakes import FakeEngine
     from tests.server.helpers import serve
 
     # the shipped frame cap (the module's tiny-model server lowers it while it is up)
-    monkeypatch.setattr(planning, "CAP_FACTOR", 3.0)
-    monkeypatch.setattr(planning, "MIN_CAP_FRAMES", 40)
+    monkeypatch.setattr(engine_options, "CAP_FACTOR", 3.0)
+    monkeypatch.setattr(engine_options, "MIN_CAP_FRAMES", 40)
 
     engine = FakeEngine(frame_delay=0.15, frames_per_char=1.0)
     settings = make_settings(

@@ -16,7 +16,7 @@ router = APIRouter(dependencies=[Depends(require_api_key)], responses=ERROR_RESP
 
 @router.get("/v1/audio/designs", response_model=DesignList)
 async def list_designs(request: Request) -> dict:
-    designs = await asyncio.to_thread(request.app.state.designs.list)
+    designs = await asyncio.to_thread(request.app.state.service.designs.list)
     return {"designs": [_resource(d) for d in designs]}
 
 
@@ -25,10 +25,10 @@ async def save_design(body: DesignRequest, request: Request) -> dict:
     """Save a description under a name; `design:<name>` then speaks it, without instructions.
     With a `seed` the voice is the same each time; without, each request samples a new one."""
     state = request.app.state
-    if state.pool.roles.get("design") is None:
+    if state.service.pool.roles.get("design") is None:
         log.warning("designed voice saved, but no VoiceDesign model is configured (roles.design)")
     design = await asyncio.to_thread(
-        state.designs.add, body.name, body.instructions, body.language, body.seed
+        state.service.designs.add, body.name, body.instructions, body.language, body.seed
     )
     log.info("designed voice saved: %s", design.voice_id)
     return _resource(design)
@@ -36,7 +36,7 @@ async def save_design(body: DesignRequest, request: Request) -> dict:
 
 @router.delete("/v1/audio/designs/{name}")
 async def delete_design(name: str, request: Request) -> dict:
-    design = await asyncio.to_thread(request.app.state.designs.remove, name)
+    design = await asyncio.to_thread(request.app.state.service.designs.remove, name)
     log.info("designed voice deleted: %s", design.voice_id)
     return {"id": design.voice_id, "object": "audio.design.deleted", "deleted": True}
 

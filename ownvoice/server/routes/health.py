@@ -19,21 +19,24 @@ async def health(request: Request) -> JSONResponse:
     """200 while the process can serve (503 once a model failed to load); says which models
     run where, and carries the loud warnings (CPU instead of GPU, exposed without a key)."""
     state = request.app.state
-    models = state.pool.status()
+    models = state.service.pool.status()
     failed = [n for n, m in models.items() if m["state"] == "failed"]
-    warnings = [*state.warnings, *state.pool.warnings]
-    status = "degraded" if failed or warnings else ("ok" if state.pool.ready else "loading")
+    warnings = [*state.warnings, *state.service.pool.warnings]
+    status = "degraded" if failed or warnings else ("ok" if state.service.pool.ready else "loading")
     if getattr(request.state, "foreign_host", False):  # see hosts.HostGuard
-        body = {"status": "error" if failed else status, "ready": state.pool.ready}
+        body = {"status": "error" if failed else status, "ready": state.service.pool.ready}
         return JSONResponse(body, status_code=503 if failed else 200)
     body = {
         "status": "error" if failed else status,
-        "ready": state.pool.ready,
+        "ready": state.service.pool.ready,
         "version": __version__,
         "models": models,
-        "roles": state.pool.roles,
+        "roles": state.service.pool.roles,
         "warnings": warnings,
-        "queue": {"generating": state.pool.generating, "waiting": state.pool.waiting},
+        "queue": {
+            "generating": state.service.pool.generating,
+            "waiting": state.service.pool.waiting,
+        },
         "draining": state.drain.draining,
     }
     return JSONResponse(body, status_code=503 if failed else 200)
@@ -43,7 +46,7 @@ async def health(request: Request) -> JSONResponse:
     "/ready", responses={503: {"description": "Not ready (loading or draining)", **_STATUS}}
 )
 async def ready(request: Request) -> JSONResponse:
-    pool, draining = request.app.state.pool, request.app.state.drain.draining
+    pool, draining = request.app.state.service.pool, request.app.state.drain.draining
     ready = pool.ready and not draining  # a load balancer stops sending once a drain begins
     body = {"ready": ready}
     if not getattr(request.state, "foreign_host", False):
@@ -60,5 +63,5 @@ async def ready(request: Request) -> JSONResponse:
 )
 async def metrics(request: Request) -> Response:
     """Prometheus text exposition."""
-    m = request.app.state.metrics
+    m = request.app.state.service.metrics
     return Response(m.render(), media_type=m.content_type)

@@ -15,7 +15,7 @@ router = APIRouter(dependencies=[Depends(require_api_key)], responses=ERROR_RESP
 
 def model_ids(request: Request) -> list[str]:
     """Configured model names first, then the generic names that route by voice."""
-    return [*request.app.state.pool.workers, *GENERIC_MODELS]
+    return [*request.app.state.service.pool.workers, *GENERIC_MODELS]
 
 
 @router.get("/v1/models", response_model=ModelList)
@@ -28,8 +28,8 @@ async def get_model(model_id: str, request: Request) -> dict:
     """One model (hub ids contain a slash, hence :path); 404 model_not_found otherwise."""
     for m in model_ids(request):
         if m.lower() == model_id.lower() or (
-            m in request.app.state.pool.sources
-            and request.app.state.pool.sources[m].lower() == model_id.lower()
+            m in request.app.state.service.pool.sources
+            and request.app.state.service.pool.sources[m].lower() == model_id.lower()
         ):
             return {"id": m}
     raise ModelNotFound(f"model {model_id!r} does not exist on this server", param="model")

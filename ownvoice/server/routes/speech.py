@@ -17,7 +17,10 @@ from ownvoice.server.protocol import (
     SpeechRequest,
     VoiceCloneRequest,
 )
+from ownvoice.server.refusals import request_id
+from ownvoice.server.streaming import respond
 from ownvoice.service.encode import MEDIA_TYPES
+from ownvoice.service.speech import Origin
 
 log = logging.getLogger("ownvoice.server")
 router = APIRouter(dependencies=[Depends(require_api_key)], responses=ERROR_RESPONSES)
@@ -45,21 +48,19 @@ _AUDIO = {
 @router.post("/v1/audio/speech", response_class=Response, responses=_AUDIO)
 async def create_speech(body: SpeechRequest, request: Request) -> Response:
     """Generate speech; audio is streamed as it is generated."""
-    _log_ignored(body)
-    state = request.app.state
-    return await state.responder.respond(
-        lambda: state.planner.plan(body.to_input()), request, "speech", body.input
-    )
+    return await _speak(body, request, "speech")
 
 
 @router.post("/v1/audio/voice-clone", response_class=Response, responses=_AUDIO)
 async def create_voice_clone(body: VoiceCloneRequest, request: Request) -> Response:
     """Speak in the voice of a base64 reference clip, without saving it."""
+    return await _speak(body, request, "voice-clone")
+
+
+async def _speak(body: SpeechRequest | VoiceCloneRequest, request: Request, endpoint: str):
     _log_ignored(body)
-    state = request.app.state
-    return await state.responder.respond(
-        lambda: state.planner.plan_clone(body.to_input()), request, "voice-clone", body.input
-    )
+    origin = Origin(endpoint, request_id(request.scope), text=body.input)
+    return await respond(request.app.state.service.speak(body.to_input(), origin), request)
 
 
 @router.post("/v1/audio/speech/batch", response_model=SpeechBatchResponse)

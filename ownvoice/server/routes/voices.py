@@ -46,12 +46,12 @@ _YES = ("1", "true", "yes", "on")
 @public.get("/v1/voices", response_model=VoiceListResponse)
 async def list_voices(request: Request) -> dict:
     state = request.app.state
-    voices = await asyncio.to_thread(state.voicemap.list)
+    voices = await asyncio.to_thread(state.service.voicemap.list)
     languages = set()
-    for w in state.pool.workers.values():
+    for w in state.service.pool.workers.values():
         if w.engine is not None:
             languages.update(w.engine.supported_languages)
-    profiles = await asyncio.to_thread(state.library.profiles)
+    profiles = await asyncio.to_thread(state.service.library.profiles)
     return {
         "voices": voices,
         "languages": sorted(languages),
@@ -78,7 +78,7 @@ def _uploaded(profile) -> dict:
 @router.get("/v1/audio/voice-clone/capabilities", response_model=CloneCapabilities)
 async def clone_capabilities(request: Request) -> dict:
     """Whether `clone:` voices and POST /v1/audio/voice-clone work here, and on which model."""
-    pool = request.app.state.pool
+    pool = request.app.state.service.pool
     model = pool.roles.get("clone")
     return {
         "supported": model is not None,
@@ -86,7 +86,9 @@ async def clone_capabilities(request: Request) -> dict:
         "model": model,
         "icl_mode_available": model is not None,  # reference clip + its transcript
         "x_vector_mode_available": model is not None,  # the clip's timbre alone
-        "voices": len(await asyncio.to_thread(request.app.state.library.profiles)) if model else 0,
+        "voices": len(await asyncio.to_thread(request.app.state.service.library.profiles))
+        if model
+        else 0,
     }
 
 
@@ -142,7 +144,7 @@ async def create_voice(request: Request) -> dict:
     """Multipart: name, audio_sample (file), consent, and optional ref_text, language,
     x_vector_only_mode. The clip must be 3-30 s of clean speech."""
     state = request.app.state
-    if state.pool.roles.get("clone") is None:
+    if state.service.pool.roles.get("clone") is None:
         log.warning("voice uploaded, but no clone model is configured (roles.clone)")
     form = await request.form(max_files=1, max_fields=10)
     try:
@@ -172,7 +174,7 @@ async def create_voice(request: Request) -> dict:
         }
         try:
             profile = await asyncio.to_thread(
-                state.library.add,
+                state.service.library.add,
                 name,
                 data,
                 ref_text=ref_text,
@@ -193,7 +195,7 @@ async def create_voice(request: Request) -> dict:
 
 @router.delete("/v1/audio/voices/{voice_id}")
 async def delete_voice(voice_id: str, request: Request) -> dict:
-    profile = await asyncio.to_thread(request.app.state.library.remove, voice_id)
+    profile = await asyncio.to_thread(request.app.state.service.library.remove, voice_id)
     log.info("voice deleted: %s", profile.voice_id)
     return {"id": profile.voice_id, "object": "audio.voice.deleted", "deleted": True}
 
@@ -219,7 +221,7 @@ def _flag(form, key: str) -> bool:
 
 def _clone_languages(state) -> list[str] | None:
     """The clone model's languages when it is loaded (None: every language of the family)."""
-    worker = state.pool.workers.get(state.pool.roles.get("clone") or "")
+    worker = state.service.pool.workers.get(state.service.pool.roles.get("clone") or "")
     return worker.engine.supported_languages if worker and worker.engine else None
 
 
