@@ -95,3 +95,21 @@ def test_the_http_answer_ends_its_request_in_one_place():
     text = (PACKAGE / "server" / "streaming.py").read_text()
     assert text.count(".finish(") == 1  # in `_answer`'s finally
     assert text.count("run.cancel(") == 1  # the client left (its row is freed by finish)
+
+
+def test_the_engine_and_its_test_double_keep_the_service_contract():
+    """service/engine_protocol.py lists what a scheduler uses of an engine: the real Engine has
+    every member, and so does the FakeEngine the server tests run on."""
+    import inspect
+
+    from ownvoice.engine.engine import Engine
+    from ownvoice.service.engine_protocol import SpeechEngine
+    from tests.server.fakes import FakeEngine
+
+    members = set(SpeechEngine.__annotations__) | {
+        name for name, _ in inspect.getmembers(SpeechEngine) if not name.startswith("_")
+    }
+    text = (PACKAGE / "engine" / "engine.py").read_text()
+    for name in sorted(members):  # an attribute set in __init__, or a method or property
+        assert name in dir(Engine) or f"self.{name} =" in text, f"Engine has no {name}"
+        assert hasattr(FakeEngine(), name), f"FakeEngine has no {name}"

@@ -107,10 +107,6 @@ class Sequence:
             self.stop_reason = stop_reason
 
     @property
-    def pending_frames(self) -> int:
-        return len(self._pending)
-
-    @property
     def finished(self) -> bool:
         """Ended, and its last chunk went out."""
         return self.done and self._last_sent

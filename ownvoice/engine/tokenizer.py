@@ -109,9 +109,6 @@ class TextTokenizer:
         pieces = _PRETOKENIZER.pre_tokenize_str(text)
         return text[: pieces[-1][1][0]] if pieces else ""
 
-    def token_id(self, token: str) -> int | None:
-        return self._tok.token_to_id(token)
-
     def prompt_ids(
         self, text: str, ref_text: str | None = None, instruct: str | None = None
     ) -> PromptIds:

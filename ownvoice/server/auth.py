@@ -1,4 +1,4 @@
-"""Optional API key (Bearer) and the request-body size limit.
+"""Optional API key (Bearer), the WebSocket handshake's checks and the request-body size limit.
 
 With `server.api_key` set, every route except the discovery and health ones needs
 `Authorization: Bearer <key>`; Open WebUI calls GET /v1/audio/models and /v1/audio/voices
@@ -108,3 +108,28 @@ async def drain_body(scope, receive, budget: int = DRAIN_BYTES) -> None:
         budget -= len(msg.get("body", b""))
         if not msg.get("more_body", False):
             return
+
+
+def websocket_handshake(ws, state) -> tuple[str | None, str | None]:
+    """(the subprotocol to accept, why the handshake is refused or None): the Host and Origin
+    the server answers to (HostGuard checks them for HTTP), and the API key, as an
+    `Authorization: Bearer` header or, from a browser (which cannot set headers), the
+    subprotocols `bearer, <key>`."""
+    headers, policy = ws.headers, state.hosts
+    host, origin = headers.get("host"), headers.get("origin")
+    if not policy.host_allowed(host):
+        return None, f"host {host!r} not allowed"
+    if origin is not None and not policy.origin_allowed(origin, host):
+        return None, f"origin {origin!r} not allowed"
+    key = state.settings.server.api_key
+    if key is None:
+        return None, None
+    offered = [p.strip() for p in headers.get("sec-websocket-protocol", "").split(",") if p]
+    expected = key.get_secret_value().encode()
+    scheme, _, given = headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), expected):
+        return None, None
+    if len(offered) == 2 and offered[0].lower() == "bearer":
+        if hmac.compare_digest(offered[1].encode(), expected):
+            return offered[0], None
+    return None, "the API key is missing or wrong"

@@ -68,7 +68,8 @@ class _SpeechOptions(OpenAIBaseModel):
     max_frames: integer(ge=1) | None = Field(
         None, validation_alias=AliasChoices("max_frames", "max_new_tokens")
     )
-    """Cap on codec frames per text piece (12.5 per second of audio)."""
+    """Cap on codec frames per text piece (12.5 per second of audio); default: about three times
+    the piece's spoken length, so a missed end of speech stops early."""
     x_vector_only_mode: bool | None = None
     """Clone from the speaker embedding only (true) or with the reference transcript (ICL)."""
     non_streaming_mode: bool | None = None

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import json
 import logging
 import uuid
@@ -57,6 +56,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from ownvoice.errors import ClientStalled, InvalidInput, OwnvoiceError, ShuttingDown, describe
+from ownvoice.server.auth import websocket_handshake
 from ownvoice.server.errors import validation_message
 from ownvoice.server.protocol import SpeechSessionConfig
 from ownvoice.service.speech import Origin, Run
@@ -87,7 +87,7 @@ class SpeechStream:
     # -- the handshake -------------------------------------------------------------------------
 
     async def run(self) -> None:
-        subprotocol, refusal = self._check_handshake()
+        subprotocol, refusal = websocket_handshake(self.ws, self.state)
         if refusal is not None:
             log.info("refused websocket %s: %s", self.ws.url.path, refusal)
             await self.ws.close(code=1008, reason=refusal[:120])
@@ -104,26 +104,6 @@ class SpeechStream:
         finally:
             for utterance in self.active:  # a client that went away frees its row at once
                 utterance.stop()
-
-    def _check_handshake(self) -> tuple[str | None, str | None]:
-        """(subprotocol to accept, why the handshake is refused or None)."""
-        headers, settings = self.ws.headers, self.state.settings
-        policy = self.state.hosts
-        host, origin = headers.get("host"), headers.get("origin")
-        if not policy.host_allowed(host):
-            return None, f"host {host!r} not allowed"
-        if origin is not None and not policy.origin_allowed(origin, host):
-            return None, f"origin {origin!r} not allowed"
-        key = settings.server.api_key
-        offered = [p.strip() for p in headers.get("sec-websocket-protocol", "").split(",") if p]
-        if key is None:
-            return None, None
-        scheme, _, given = headers.get("authorization", "").partition(" ")
-        if scheme.lower() == "bearer" and _same(given.strip(), key):
-            return None, None
-        if len(offered) == 2 and offered[0].lower() == "bearer" and _same(offered[1], key):
-            return offered[0], None
-        return None, "the API key is missing or wrong"
 
     # -- messages -------------------------------------------------------------------------------
 
@@ -450,8 +430,3 @@ def _piece_text(plan, index: int) -> str:
     """Piece `index`'s text as known now (a piece spoken word by word may still grow)."""
     given = plan.pieces.given
     return given[index] if index < len(given) else ""
-
-
-def _same(given: str, key) -> bool:
-    """`given` is the key (a SecretStr), compared in constant time."""
-    return hmac.compare_digest(given.encode(), key.get_secret_value().encode())

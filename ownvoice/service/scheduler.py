@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 from ownvoice.errors import ServiceUnavailable, ShuttingDown, is_out_of_memory
 from ownvoice.service.admission import Admission
+from ownvoice.service.engine_protocol import SpeechEngine
 from ownvoice.service.generation import PENDING, Generation
 
 log = logging.getLogger("ownvoice.service")
@@ -42,7 +43,7 @@ class Scheduler:
         warm: bool = True,  # False: an engine given is used as it is, without a warm-up
     ):
         self.name = name
-        self.engine = engine
+        self.engine: SpeechEngine | None = engine
         self.state = "not loaded" if engine is None else ("loaded" if warm else "ready")
         self.error: BaseException | None = None
         self.warmup_seconds: float | None = None
