@@ -1,4 +1,5 @@
-"""Hand-made mutants of what mutmut cannot mutate: the C++ kernels and the fast decode path.
+"""Hand-made mutants of what mutmut cannot mutate: the C++ kernels and the fast decode path, and
+the life of a speech request (service/speech.py and its front ends: tests that need a server).
 
 Each is one textual change (it must occur exactly once in its file) and the tests that must
 notice it. `scripts/mutation.py` applies them one at a time in a copy of the working tree, with
@@ -31,6 +32,9 @@ PARITY_FAST = [
 ]
 SAMPLING_TESTS = ["tests/engine/test_sampler.py", "tests/parity/test_sampled_distribution.py"]
 OVERLAP_TESTS = ["tests/engine/test_decode_worker.py"]
+LIFE_TESTS = ["tests/server/test_one_life.py"]
+SHUTDOWN_TESTS = ["tests/server/test_shutdown.py"]
+WYOMING_LIMITS = ["tests/wyoming/test_wyoming_limits.py"]
 
 
 @dataclass(frozen=True)
@@ -348,5 +352,84 @@ MUTANTS = [
         "            yield from self.worker.results(wait=True)\n        for seq",
         "            pass\n        for seq",
         OVERLAP_TESTS,
+    ),
+    # ---- one life for every speech request ----
+    Mutant(
+        "life: speed not applied to a stream",
+        "ownvoice/service/encode.py",
+        "self.stretch = TimeStretch(speed, sample_rate) if speed != 1.0 else None",
+        "self.stretch = None",
+        LIFE_TESTS,
+    ),
+    Mutant(
+        "life: streamed text never idle",
+        "ownvoice/service/generation.py",
+        "if self.text is not None and self.text.idle_seconds > self.idle_timeout_s:",
+        "if False:",
+        LIFE_TESTS,
+    ),
+    Mutant(
+        "life: a shutdown after the answer began counted as an error",
+        "ownvoice/service/speech.py",
+        'if isinstance(error, ShuttingDown) or reason == "shutdown":',
+        'if reason == "shutdown":',
+        LIFE_TESTS,
+    ),
+    Mutant(
+        "life: batch items take the queue's places too",
+        "ownvoice/service/speech.py",
+        "slot = admission.try_admit(spare=admission.queue_size)",
+        "slot = admission.try_admit()",
+        LIFE_TESTS,
+    ),
+    Mutant(
+        "life: a cancelled sentence's partial file sent",
+        "ownvoice/server/speech_stream.py",
+        "if self.held and (self.streaming or not cancelled):",
+        "if self.held:",
+        LIFE_TESTS,
+    ),
+    Mutant(
+        "life: no cap on queued utterances",
+        "ownvoice/server/speech_stream.py",
+        "        if len(self.active) >= most:\n",
+        "        if False:\n",
+        LIFE_TESTS,
+    ),
+    Mutant(
+        "life: a WebSocket utterance not counted",
+        "ownvoice/service/record.py",
+        "metrics.requests.labels(status, fmt, stream, self.origin.endpoint).inc()",
+        "metrics.requests.labels(status, fmt, stream, self.origin.endpoint).inc("
+        "0 if self.origin.endpoint == 'websocket' else 1)",
+        LIFE_TESTS,
+    ),
+    Mutant(
+        "life: the drain does not wait for speech outside HTTP",
+        "ownvoice/server/drain.py",
+        "return self.in_flight == 0 and self.service.in_flight == 0",
+        "return self.in_flight == 0",
+        SHUTDOWN_TESTS,
+    ),
+    Mutant(
+        "life: Wyoming without a connection cap",
+        "ownvoice/wyoming/listener.py",
+        "if len(self._connections) >= self.options.max_connections:",
+        "if False:",
+        WYOMING_LIMITS,
+    ),
+    Mutant(
+        "life: idle Wyoming connections kept",
+        "ownvoice/wyoming/connection.py",
+        "if not self._tasks and self._stream is None:",
+        "if False:",
+        WYOMING_LIMITS,
+    ),
+    Mutant(
+        "life: no frame cap from the text",
+        "ownvoice/engine/options.py",
+        "return self.max_frames or min(frame_cap(text), most)",
+        "return self.max_frames or most",
+        ["tests/engine/test_frame_cap.py"],
     ),
 ]

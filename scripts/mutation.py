@@ -15,6 +15,7 @@ no output can change; the rest need a test that kills them. A mutant that makes 
     python scripts/mutation.py textsplit audio    # some
     python scripts/mutation.py --show textsplit   # and the diff of each unreviewed survivor
     python scripts/mutation.py handmade           # the hand-made kernel and fast-path mutants
+    python scripts/mutation.py handmade --only life:   # those of a request's life
 
 The C++ kernels and the fast decode path are mutated by hand instead (scripts/handmade_mutants.py:
 dropped tails, wrong constants, cross-row reads); each must make its tests fail.
@@ -108,9 +109,12 @@ def run(module: str, mutmut: str, show: bool) -> tuple[int, int, list[str]]:
     return killed, counted, survivors
 
 
-def run_handmade(show: bool) -> tuple[int, int, list[str]]:
-    """Each hand-made mutant applied alone in a copy of the tree; killed when its tests fail."""
+def run_handmade(show: bool, only: str = "") -> tuple[int, int, list[str]]:
+    """Each hand-made mutant applied alone in a copy of the tree; killed when its tests fail.
+    `only`: those whose name contains it."""
     from handmade_mutants import MUTANTS
+
+    MUTANTS = [m for m in MUTANTS if only in m.name]  # noqa: N806
 
     work = Path(tempfile.gettempdir()) / "ownvoice-mutation" / "handmade"
     copy_tree(work)
@@ -157,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--show", action="store_true", help="print each survivor's diff")
     parser.add_argument(
+        "--only", default="", help="hand-made mutants whose name contains this (e.g. 'life:')"
+    )
+    parser.add_argument(
         "modules", nargs="*", help=f"some of: {', '.join(MODULES)}, handmade (default all)"
     )
     args = parser.parse_args(argv)
@@ -167,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     rows, failed = [], False
     for module in args.modules or [*MODULES, "handmade"]:
         if module == "handmade":
-            killed, counted, _ = run_handmade(args.show)
+            killed, counted, _ = run_handmade(args.show, args.only)
         else:
             killed, counted, _ = run(module, mutmut, args.show)
         score = killed / counted if counted else 1.0

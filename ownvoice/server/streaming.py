@@ -119,40 +119,26 @@ async def _answer(run: Run, request: Request):
     first = asyncio.ensure_future(anext(chunks, None))
     error: BaseException | None = None
     try:
-        while not first.done():
-            # the deadline holds even if the engine ahead in the queue does not stop in time
-            await asyncio.wait({first}, timeout=max(0.0, min(KEEPALIVE_S, run.time_left)))
-            if first.done():
-                break
-            if run.time_left <= 0:
-                raise QueueTimeout(
-                    "no audio within limits.request_timeout_s "
-                    f"({run.service.limits.request_timeout_s:g} s); the server is busy"
-                )
-            # in line for a row of a full batch: answer now, so that a client with a limit on
-            # the time to the headers (LiveKit: 30 s) neither times out nor retries
-            yield b": keep-alive\n\n" if sse else b""
+        async for keepalive in _waiting(run, first, sse):
+            yield keepalive
         chunk = first.result()
         if chunk is None and run.stop_reason == "shutdown":  # the drain ran out of time
             raise ShuttingDown("the server shut down before this request's turn")
         if chunk is None:  # cancelled while in line
             return
+        wrap = _sse_delta if sse else bytes
         stream = run.audio()
         data = stream.write(chunk.samples)  # the response starts now, bytes or not
-        yield (_sse_delta(data) if sse else data) if data else b""
+        yield wrap(data) if data else b""
         async for chunk in chunks:
-            data = stream.write(chunk.samples)
-            if data:
-                yield _sse_delta(data) if sse else data
+            if data := stream.write(chunk.samples):
+                yield wrap(data)
         if run.stop_reason == "shutdown":
             raise ShuttingDown("the server shut down during this stream")
-        data = stream.close()
-        if data:
-            yield _sse_delta(data) if sse else data
+        if data := stream.close():
+            yield wrap(data)
         if sse:
-            usage = {"input_tokens": run.plan.chars, "output_tokens": run.record.frames}
-            usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
-            yield _sse_event({"type": "speech.audio.done", "usage": usage})
+            yield _sse_done(run)
     except Exception as e:
         error = e
         if not run.answered:
@@ -171,6 +157,23 @@ async def _answer(run: Run, request: Request):
         run.finish(error)
 
 
+async def _waiting(run: Run, first: asyncio.Future, sse: bool):
+    """Until the first chunk: every KEEPALIVE_S in line for a row of a full batch, something to
+    answer with now (a client with a limit on the time to the headers, LiveKit's 30 s, neither
+    times out nor retries): a keep-alive comment (SSE), nothing (raw audio). The deadline holds
+    even if the engine ahead in the queue does not stop in time."""
+    while True:
+        await asyncio.wait({first}, timeout=max(0.0, min(KEEPALIVE_S, run.time_left)))
+        if first.done():
+            return
+        if run.time_left <= 0:
+            raise QueueTimeout(
+                "no audio within limits.request_timeout_s "
+                f"({run.service.limits.request_timeout_s:g} s); the server is busy"
+            )
+        yield b": keep-alive\n\n" if sse else b""
+
+
 async def _cancel_on_disconnect(request: Request, run: Run) -> None:
     """Cancel the run when the client disconnects (also while it waits in the queue)."""
     while True:
@@ -182,6 +185,12 @@ async def _cancel_on_disconnect(request: Request, run: Run) -> None:
 
 def _sse_event(payload: dict) -> bytes:
     return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+
+
+def _sse_done(run: Run) -> bytes:
+    usage = {"input_tokens": run.plan.chars, "output_tokens": run.record.frames}
+    usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
+    return _sse_event({"type": "speech.audio.done", "usage": usage})
 
 
 def _sse_delta(data: bytes) -> bytes:
