@@ -83,6 +83,10 @@ class StreamedText:
         self._text = ""
         self._closed = False
         self._last_text = time.monotonic()
+        self._setup()
+
+    def _setup(self) -> None:
+        """A kind of text's own state."""
 
     # -- the front end's side ------------------------------------------------------------------
 
@@ -137,16 +141,9 @@ class StreamedText:
 
 
 class LiveText(StreamedText):
-    def __init__(
-        self,
-        max_chars: int,
-        language: str | None,
-        limit: int,
-        wake: Callable[[], None] = lambda: None,
-    ):
-        super().__init__(max_chars, language, limit, wake)
+    def _setup(self) -> None:
         self._decided: tuple | None = None  # (received, closed, pieces, open piece)
-        self._continuations = _continuations(max_chars)
+        self._continuations = _continuations(self.max_chars)
 
     @property
     def given(self) -> list[str]:

@@ -15,7 +15,7 @@ iterator yields PENDING (the scheduler parks the generation until `wake`). Threa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from ownvoice.engine.opentext import TextSoFar
 from ownvoice.service.generation import PENDING
@@ -26,14 +26,8 @@ from ownvoice.textsplit import pack, split_sentences
 class TextFeed(StreamedText):
     opens_pieces = False  # a piece is spoken once its sentences are whole
 
-    def __init__(
-        self,
-        max_chars: int,
-        language: str | None,
-        limit: int,
-        wake: Callable[[], None] = lambda: None,
-    ):
-        super().__init__(max_chars, None if language in (None, "auto") else language, limit, wake)
+    def _setup(self) -> None:
+        self.language = None if self.language in (None, "auto") else self.language
         self._given: list[str] = []  # the pieces handed out, in order (a front end names them)
 
     @property

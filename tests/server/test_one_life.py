@@ -27,6 +27,7 @@ from websockets.sync.client import connect
 from tests.server.fakes import FakeEngine
 from tests.server.helpers import make_settings, serve
 from tests.server.test_overload import wait_until
+from tests.server.test_speech_stream import events_until
 
 FRAME = 1920 * 2  # bytes of one 80 ms frame as pcm
 
@@ -38,21 +39,6 @@ def ws_url(base: str) -> str:
 def config(**extra) -> str:
     return json.dumps({"type": "session.config", "voice": "ryan", "response_format": "pcm",
                        "stream_audio": True, "seed": 5, **extra})  # fmt: skip
-
-
-def events_until(ws, kind: str, timeout: float = 30) -> tuple[list[dict], bytes]:
-    events, audio = [], bytearray()
-    deadline = time.monotonic() + timeout
-    while True:
-        message = ws.recv(timeout=max(0.1, deadline - time.monotonic()))
-        if isinstance(message, bytes):
-            audio += message
-            events.append({"type": "audio", "bytes": len(message)})
-            continue
-        event = json.loads(message)
-        events.append(event)
-        if event["type"] == kind:
-            return events, bytes(audio)
 
 
 def say_over_ws(base: str, text: str, **extra) -> tuple[list[dict], bytes]:
