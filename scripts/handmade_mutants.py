@@ -371,8 +371,10 @@ MUTANTS = [
     Mutant(
         "life: a shutdown after the answer began counted as an error",
         "ownvoice/service/speech.py",
-        'if isinstance(error, ShuttingDown) or reason == "shutdown":',
-        'if reason == "shutdown":',
+        'if reason == "shutdown":  # the front end says so with an error (HTTP)\n'
+        '                return "aborted"',
+        'if reason == "shutdown":  # the front end says so with an error (HTTP)\n'
+        '                return "error"',
         LIFE_TESTS,
     ),
     Mutant(

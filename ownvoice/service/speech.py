@@ -281,7 +281,7 @@ class Run:
         if error is not None:
             if not self.answered:
                 return str(describe(error).status)
-            if isinstance(error, ShuttingDown) or reason == "shutdown":
+            if reason == "shutdown":  # the front end says so with an error (HTTP)
                 return "aborted"
             return "timeout" if isinstance(error, QueueTimeout) else "error"
         if reason == "shutdown":
