@@ -7,8 +7,10 @@ running the same command again after a crash, a Ctrl-C or a failed chunk only do
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -134,7 +136,29 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import logging
+    if getattr(args, "verbose", False):
+        return _render(args)
+    with _quiet("httpx", "ownvoice.requests"):
+        # one line per chunk is noise (the book's report says how its chunks went)
+        return _render(args)
+
+
+@contextlib.contextmanager
+def _quiet(*names: str):
+    """Warnings only from these loggers while the book renders; their levels come back after
+    (the command can run inside a longer-lived process, a test's or a script's)."""
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+
+
+def _render(args: argparse.Namespace) -> int:
     import os
 
     from ownvoice.audiobook import render_book
@@ -144,10 +168,6 @@ def run(args: argparse.Namespace) -> int:
     options.validate()  # before a model is loaded
     if not args.output and not args.dry_run:
         raise InvalidInput("-o/--output is required (or --dry-run)", param="output")
-    if not getattr(args, "verbose", False):
-        # one line per chunk is noise (the book's report says how its chunks went)
-        logging.getLogger("httpx").setLevel(logging.WARNING)
-        logging.getLogger("ownvoice.requests").setLevel(logging.WARNING)
     if args.server:
         if args.ref_audio:
             raise InvalidInput(

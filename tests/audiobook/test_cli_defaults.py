@@ -5,6 +5,7 @@ CLI cannot drift apart unnoticed."""
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 
@@ -40,10 +41,13 @@ def test_book_with_no_flags_keeps_the_readmes_promises(story, server, tmp_path):
     spiked = texts[3]
     server.spike = lambda text: text == spiked  # its gain must stop at the peak ceiling
     out = tmp_path / "story.wav"
+    requests_log = logging.getLogger("ownvoice.requests")
     with pytest.raises(SystemExit) as done:
         main(["book", str(story), "-o", str(out), "--server", server.url, "--voice", "ryan",
               "--chunk-chars", str(STORY_CHUNK_CHARS), "--no-progress"])  # fmt: skip
     assert done.value.code in (0, None)
+    # the book quiets the per-request lines while it runs, not for the rest of the process
+    assert requests_log.level == logging.NOTSET
     want = promised()
 
     audio, _ = sf.read(out, dtype="float64")

@@ -90,8 +90,10 @@ def test_utterances_queued_on_one_connection_are_capped(tmp_path):
     async def flood(port: int) -> list[str]:
         client = AsyncTcpClient("127.0.0.1", port)
         await client.connect()
-        for n in range(5):
-            text = f"Utterance number {n} of five."
+        # one more than the cap, the first long enough to still be speaking when the last
+        # arrives; no more than that, or a write can meet the connection the refusal closed
+        texts = ["The first utterance, a long one. " * 8, "The second.", "The third."]
+        for text in texts:
             await client.write_event(Synthesize(text=text, voice=SynthesizeVoice("ryan")).event())
         events = await read_until(client, "error")
         await client.disconnect()
