@@ -102,6 +102,18 @@ def is_out_of_memory(exc: BaseException) -> bool:
     return type(exc).__name__ == "OutOfMemoryError"
 
 
+def free_device_memory() -> None:
+    """After an out-of-memory error, hand the device's cached blocks back so that what runs next
+    can fit (torch is loaded by then: only it raises that error)."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except Exception:  # freeing memory must never fail the request a second time
+        pass
+
+
 class ClientStalled(OwnvoiceError):
     """The client read nothing for limits.send_timeout_s: its buffers are full, a send would wait
     forever; the connection is dropped and its generation stopped."""

@@ -11,6 +11,9 @@ finished. With `overlap_from` = 2 that happens only while two or more sequences 
 alone is decoded in line, on every thread. A sequence that ended still has all of its audio out
 by the end of the `ready()` that follows its last frame, as without the worker: callers that
 step while rows run lose nothing.
+
+A decoder that fails ends its own sequence (`Sequence.fail`: an empty last chunk with
+stop_reason "error"); the other sequences' audio goes on as if nothing happened.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ class AudioOut:
     def keep(self, seq: Sequence, frame, stop_reason: str | None) -> None:
         """A sequence's new frame and/or its end."""
         seq.add(frame, stop_reason)
-        if seq not in self._audio:
+        if seq not in self._audio and not seq.finished:
             self._audio.append(seq)
 
     @property
@@ -54,7 +57,7 @@ class AudioOut:
             yield from self.worker.results(wait=True)
         for seq in sorted(self._audio, key=lambda s: s.started_audio):  # stable: newcomers first
             while seq.due():
-                chunk = seq.chunk()
+                chunk = _next_chunk(seq)
                 if seq.finished:
                     self._audio.remove(seq)
                 yield seq, chunk
@@ -70,7 +73,7 @@ class AudioOut:
         # the newcomers' first chunks, decoded here at once
         for seq in [s for s in self._audio if not s.started_audio and s.due()]:
             with worker.leftover():
-                chunk = seq.chunk()
+                chunk = _next_chunk(seq)
             if seq.finished:
                 self._audio.remove(seq)
             yield seq, chunk
@@ -81,7 +84,7 @@ class AudioOut:
                 if seq.done:  # what the worker has first, then the rest, here
                     yield from worker.results(wait=True)
                     with worker.leftover():
-                        chunk = seq.chunk()
+                        chunk = _next_chunk(seq)
                     if seq.finished:
                         self._audio.remove(seq)
                     yield seq, chunk
@@ -93,6 +96,15 @@ class AudioOut:
         out = self.worker.drain() if self.worker is not None else []
         for seq in self._audio:
             while not seq.finished:
-                out.append((seq, seq.chunk()))
+                out.append((seq, _next_chunk(seq)))
         self._audio = []
         return out
+
+
+def _next_chunk(seq: Sequence) -> AudioChunk:
+    """The sequence's next chunk; if its decoder fails, its end with that error instead."""
+    try:
+        return seq.chunk()
+    except Exception as e:
+        seq.fail(e)
+        return seq.chunk()  # empty: decodes nothing

@@ -154,15 +154,20 @@ class EagerLoop:
         events = []
         self.waiting = 0
         for seq in list(self.rows):
-            # a row whose text has not arrived that far sits the step out (see fast/loop.py)
-            if seq.frames and not seq.cancelled and seq.text_row(seq.frames - 1) is None:
-                self.waiting += 1
-                continue
             try:
+                # a row whose text has not arrived that far sits the step out (fast/loop.py)
+                if seq.frames and not seq.cancelled and seq.text_row(seq.frames - 1) is None:
+                    self.waiting += 1
+                    continue
                 frame = next(self._frames[id(seq)])
             except StopIteration as end:
                 self._leave(seq)
                 events.append(FrameEvent(seq, None, end.value or "eos"))
+                continue
+            except Exception as e:  # its own fault: it ends, the other rows go on
+                self._leave(seq)
+                seq.fail(e)
+                events.append(FrameEvent(seq, None, "error"))
                 continue
             seq.frames += 1
             done = seq.frames >= seq.max_frames

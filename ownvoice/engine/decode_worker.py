@@ -95,12 +95,20 @@ class DecodeWorker:
 
     def results(self, wait: bool = False) -> Iterator[tuple[Sequence, AudioChunk]]:
         """The decoded chunks in the order they were handed in; those done now, or with `wait`
-        all of them. A caller may stop reading early: the rest stays for the next call."""
+        all of them. A caller may stop reading early: the rest stays for the next call.
+        A chunk whose decoding failed ends its sequence with that error (`Sequence.fail`; its
+        chunks handed in after it are dropped), and its last chunk comes from the engine's
+        thread as usual."""
         while self._jobs and (wait or self._jobs[0][1].done()):
-            seq, future = self._jobs[0]
-            chunk = future.result()  # a decoder's error is raised here, in the engine's thread
-            self._jobs.popleft()
-            yield seq, chunk
+            seq, future = self._jobs.popleft()
+            try:
+                chunk = future.result()
+            except Exception as e:
+                if seq.error is None:
+                    seq.fail(e)
+                continue
+            if seq.error is None:
+                yield seq, chunk
 
     def drain(self) -> list[tuple[Sequence, AudioChunk]]:
         """Every chunk handed in, once decoded; a chunk whose decoding failed is left out (for

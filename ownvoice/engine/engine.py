@@ -352,7 +352,9 @@ class Engine:
         chunk without waiting for the others). A caller may stop reading early: what it did
         not read stays pending and comes out, in bigger chunks, from a later step (a scheduler
         does so to let a waiting request join sooner). A sequence's last chunk has `is_last`
-        set. Not thread-safe: one thread drives an engine (the service's scheduler, or
+        set. A sequence that fails on its own (its text, its cache, its decoder) ends with an
+        empty last chunk whose stop_reason is "error" (the exception in `seq.error`); the
+        others go on. Not thread-safe: one thread drives an engine (the service's scheduler, or
         `stream()`).
         """
         with self._cores():
@@ -410,6 +412,8 @@ class Engine:
             chunks = self.ready_chunks()
             while True:
                 for _, chunk in chunks:
+                    if seq.error is not None:  # it failed on its own: the caller hears why
+                        raise seq.error
                     yield chunk
                     if chunk.is_last:
                         return

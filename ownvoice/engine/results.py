@@ -23,7 +23,8 @@ class AudioChunk:
     index: int  # 0, 1, 2, ... within one synthesis
     start_frame: int  # first frame of this chunk
     is_last: bool
-    # set on the last chunk: "eos" (the model ended), "max_frames" (cap hit), "cancelled"
+    # set on the last chunk: "eos" (the model ended), "max_frames" (cap hit), "cancelled",
+    # "error" (this sequence failed on its own; the exception is its Sequence's `error`)
     stop_reason: str | None = None
     sample_rate: int = SAMPLE_RATE
 

@@ -60,7 +60,9 @@ class Sequence:
     position: int = 0  # talker position of the next input
     slot: int | None = None  # row in the batch while running
     cancelled: bool = False  # set by anyone; the loop retires the row at its next step
-    stop_reason: str | None = None  # "eos", "max_frames" or "cancelled" once ended
+    # "eos", "max_frames", "cancelled" once ended; "error" when it failed on its own (`error`)
+    stop_reason: str | None = None
+    error: BaseException | None = None
     # audio
     _pending: list[torch.Tensor] = field(default_factory=list)
     _chunks: int = 0
@@ -99,8 +101,17 @@ class Sequence:
         """Stop at the next step boundary (within one frame)."""
         self.cancelled = True
 
+    def fail(self, error: BaseException) -> None:
+        """End with `error`, a fault of this sequence alone (its text, its cache, its decoder):
+        the frames not decoded yet are dropped, the next chunk is an empty last one with
+        stop_reason "error", and the loop retires the row at its next step."""
+        self.error, self.stop_reason, self.cancelled = error, "error", True
+        self._pending, self._last_sent = [], False
+
     def add(self, frame: torch.Tensor | None, stop_reason: str | None = None) -> None:
         """A new frame (16,) and/or the end; its audio is decoded by `chunk()`."""
+        if self.error is not None:  # failed: what the loop says after that changes nothing
+            return
         if frame is not None:
             self._pending.append(frame.reshape(1, -1))
         if stop_reason is not None:

@@ -128,8 +128,9 @@ class Generation:
             return
         self._ended = True
         self.sequence = None
-        self._post(kind, payload)
+        # the place first: a client that hears the end and at once asks again must find it free
         self.slot.release()
+        self._post(kind, payload)
 
     def _post(self, kind: str, payload) -> None:
         if self._loop is None:

@@ -22,7 +22,12 @@ import threading
 import time
 from collections.abc import Callable
 
-from ownvoice.errors import ServiceUnavailable, ShuttingDown, is_out_of_memory
+from ownvoice.errors import (
+    ServiceUnavailable,
+    ShuttingDown,
+    free_device_memory,
+    is_out_of_memory,
+)
 from ownvoice.service.admission import Admission
 from ownvoice.service.engine_protocol import SpeechEngine
 from ownvoice.service.generation import PENDING, Generation
@@ -243,8 +248,10 @@ class Scheduler:
         pending in the engine). With `allow_defer`, do so as soon as a request arrives that
         could join: the rows that already play get the rest of their audio after the next
         step (never twice in a row), and the newcomer's first audio does not wait for it.
-        A finished piece then makes way for its generation's next."""
-        ended: list[Generation] = []
+        A finished piece then makes way for its generation's next; a piece that failed on its
+        own (its decoder, its cache: stop_reason "error") ends its generation with that error,
+        and the other rows go on."""
+        ended: list = []  # Sequences whose last chunk went out
         try:
             chunks = iter(chunks)
             while True:
@@ -259,20 +266,21 @@ class Scheduler:
                 seq, chunk = item
                 seq.tag.emit(chunk)
                 if chunk.is_last:
-                    ended.append(seq.tag)
+                    ended.append(seq)
         except BaseException as e:
             self._fail_all(engine, e)
             return
-        for gen in ended:
-            if gen.sequence.stop_reason in ("eos", "max_frames") and not gen.should_stop():
+        for seq in ended:
+            gen = seq.tag
+            if seq.error is not None:
+                self._end(gen, error=seq.error)
+            elif seq.stop_reason in ("eos", "max_frames") and not gen.should_stop():
                 self._next_piece(engine, gen)
             else:
                 self._end(gen)
 
     def _fail_all(self, engine, e: BaseException) -> None:
         log.error("engine %s: step failed with %d rows: %s", self.name, len(self._active), e)
-        if is_out_of_memory(e):
-            _free_device_memory()
         try:
             engine.cancel_all()
         except BaseException:
@@ -295,6 +303,8 @@ class Scheduler:
         if error is None:
             gen.finish()
         else:
+            if is_out_of_memory(error):
+                free_device_memory()
             gen.fail(error)
         if self.metrics:
             self.metrics.occupancy.labels(self.name).set(len(self._active))
@@ -354,14 +364,3 @@ class Scheduler:
 
 _WAKE = object()  # an inbox item that only wakes the thread
 _PARKED_POLL_S = 1.0  # how often parked generations' deadlines are checked when nothing else runs
-
-
-def _free_device_memory() -> None:
-    """After an out-of-memory error, hand the cached blocks back so the next request can fit."""
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-    except Exception:  # freeing memory must never fail the request a second time
-        pass

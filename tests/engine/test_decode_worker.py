@@ -2,7 +2,7 @@
 
 What users rely on: the overlap changes no sample, no code and no chunk boundary; a newcomer's
 first audio never waits for the worker; a row that ends has all its audio out by the step that
-ended it; a decoder's error surfaces in the engine's thread; and the two threads share the
+ended it; a decoder's error on the worker ends its own row alone; and the two threads share the
 cores instead of both taking all of them.
 """
 
@@ -191,9 +191,14 @@ def test_a_row_that_ends_has_all_its_audio_out_by_that_step(engines):
         assert sum(c.num_frames for c in got[seq]) == seq.frames == seq.max_frames
 
 
-def test_a_decoder_error_surfaces_in_the_engines_thread(engines):
+def test_a_decoder_error_on_the_worker_ends_its_row_alone(engines):
+    """A row whose decoder fails on the worker ends with that error (an empty last chunk,
+    stop_reason "error"); the row beside it gets exactly the chunks it gets alone."""
     engine = engines(True)
+    other_options = _opts(seed=2, max_frames=20)
+    want = _chunks(engine, "Another voice, beside it.", "aiden", other_options)
     seq = engine.start(TEXT, "ryan", options=_opts(seed=1, max_frames=20))
+    other = engine.start("Another voice, beside it.", "aiden", options=other_options)
     real = seq.decoder
     calls = []
 
@@ -204,12 +209,20 @@ def test_a_decoder_error_surfaces_in_the_engines_thread(engines):
         return real(codes)
 
     seq.decoder = failing
-    with pytest.raises(RuntimeError, match="decoder broke"):
-        for _ in _drive(engine, seq):
-            pass
+    got = {seq: [], other: []}
+    engine.join(other)
+    for s, c in _drive(engine, seq):
+        got[s].append(c)
     assert calls[2].startswith("ownvoice-decode")
-    engine.cancel_all()  # does not hang, and leaves the engine usable
-    assert not engine.running
+    assert [c.is_last for c in got[seq]].count(True) == 1 and got[seq][-1].is_last
+    assert got[seq][-1].stop_reason == "error" and got[seq][-1].num_frames == 0
+    assert str(seq.error) == "decoder broke" and len(got[seq]) == 3  # two chunks, then its end
+    beside = [(c.index, c.start_frame, c.is_last, c.stop_reason) for c in got[other]]
+    assert beside == [w[:4] for w in want]
+    for c, w in zip(got[other], want, strict=True):  # (decoded on other threads: 1e-5)
+        np.testing.assert_array_equal(c.codes, w[4])
+        np.testing.assert_allclose(c.samples, w[5], atol=1e-5)
+    assert not engine.running and not engine._out.pending  # nothing left behind
     assert _chunks(engine, "Again.", "ryan", _opts(seed=4, max_frames=6))[-1][2]
 
 

@@ -31,6 +31,7 @@ from ownvoice.engine.fast.graphs import GraphRunner
 from ownvoice.engine.fast.sampler import NEG_INF, SamplerSettings, penalize_seen, sample_no_sync
 from ownvoice.engine.sampling import talker_logit_mask
 from ownvoice.engine.sequence import FrameEvent, Sequence
+from ownvoice.errors import free_device_memory, is_out_of_memory
 from ownvoice.model.talker import Talker
 
 log = logging.getLogger(__name__)
@@ -191,7 +192,10 @@ class FrameLoop:
     def join(self, seq: Sequence) -> FrameEvent:
         """Prefill a new sequence alone, make its first frame, and make it a row.
 
-        Returns its first frame's event (or its end: EOS, or cancelled before it began)."""
+        Returns its first frame's event (or its end: EOS, or cancelled before it began).
+        All or nothing: if anything here fails (its settings, its prefill running out of
+        memory), the sequence is no row and the other rows are as they were; the error is
+        raised to the caller, whose request alone it ends."""
         if not self.free_slots:
             raise RuntimeError(f"batch full ({self.max_batch} rows); wait for a row to leave")
         s, slot = self.slots, len(self.rows)
@@ -199,15 +203,21 @@ class FrameLoop:
         length = seq.prompt.embeds.shape[1]
         self.rows.append(seq)
         seq.slot, seq.position = slot, length
-        self.backend.attach(slot, length + min(seq.max_frames, INITIAL_FRAMES))
-        self._configure(slot, seq)
-        one = slice(slot, slot + 1)
-        with timer("prefill"):
-            hidden = self.backend.prefill(slot, seq.prompt.embeds)
-            s.hidden[slot] = hidden[0, -1:]
-            self._draw_noise(slot, seq)
-            self._pick_code0(one)
-        return self._finish_frames([seq], one)[0]
+        try:
+            # everything below writes only its own slot (free until now) and its own cache
+            self.backend.attach(slot, length + min(seq.max_frames, INITIAL_FRAMES))
+            self._configure(slot, seq)
+            one = slice(slot, slot + 1)
+            with timer("prefill"):
+                hidden = self.backend.prefill(slot, seq.prompt.embeds)
+                s.hidden[slot] = hidden[0, -1:]
+                self._draw_noise(slot, seq)
+                self._pick_code0(one)
+            return self._finish_frames([seq], one)[0]
+        except BaseException:
+            if seq.slot is not None:
+                self._leave(seq)
+            raise
 
     def _finish_frames(self, seqs: list[Sequence], rows: slice) -> list[FrameEvent]:
         """After code0 was picked for `rows` (holding `seqs`): end the ones at EOS or cancelled,
@@ -233,7 +243,11 @@ class FrameLoop:
             rows = slice(0, k)
             bucket = self._bucket(k, exact=k < len(self.rows))
             with timer("code_predictor"):
-                self.graphs.run(f"cp/{bucket}", lambda: self._predict_residual(slice(0, bucket)))
+                self._retry_out_of_memory(
+                    lambda: self.graphs.run(
+                        f"cp/{bucket}", lambda: self._predict_residual(slice(0, bucket))
+                    )
+                )
         else:  # one row joining, at its slot
             (seq,) = going
             rows = slice(seq.slot, seq.slot + 1)
@@ -295,36 +309,76 @@ class FrameLoop:
         if not self.rows:
             return []
         s, timer = self.slots, self.timer or _untimed
-        events, ready, text_rows = [], [], []
-        for seq in list(self.rows):
-            row = seq.text_row(seq.frames - 1)
-            if row is not None:
-                ready.append(seq)
-                text_rows.append(row)
-            elif seq.cancelled:  # nothing to wait for any more
-                self._leave(seq)
-                events.append(FrameEvent(seq, None, "cancelled"))
-        self.waiting = len(self.rows) - len(ready)
-        if not ready:
-            return events
-        self._to_front(ready)
-        m = len(ready)
-        # 1) feed every row's last frame back and pick its next code0
+        events, ready = [], []
         with timer("talker"):
-            for seq, row in zip(ready, text_rows, strict=True):
-                self.backend.ensure(seq.slot, seq.position + 1)
-                s.text_row[seq.slot] = row[0]
-                self._draw_noise(seq.slot, seq)
+            # each row's own part of the step (its text, its cache, its noise); a row whose
+            # part fails ends with that error alone, the others go on
+            for seq in list(self.rows):
+                try:
+                    going = self._prepare(seq)
+                except Exception as e:
+                    self._leave(seq)
+                    seq.fail(e)
+                    events.append(FrameEvent(seq, None, "error"))
+                    continue
+                if going:
+                    ready.append(seq)
+                elif seq.cancelled:  # nothing to wait for any more
+                    self._leave(seq)
+                    events.append(FrameEvent(seq, None, "cancelled"))
+            self.waiting = len(self.rows) - len(ready)
+            if not ready:
+                return events
+            self._to_front(ready)
+            m = len(ready)
             if getattr(self.backend, "grown", False):
                 self.graphs.reset()  # captured graphs point at the old buffers
                 self.backend.grown = False
+            # 1) feed every row's last frame back and pick its next code0
             bucket = self._bucket(m, exact=self.waiting > 0)
             span = self._span(ready)
-            self.graphs.run(f"step/{bucket}/{span}", lambda: self._talker_step(bucket, span))
+            counters = (s.pos.clone(), s.frame_index.clone())
+
+            def talker_step() -> None:
+                self.graphs.run(f"step/{bucket}/{span}", lambda: self._talker_step(bucket, span))
+
+            def undo() -> None:  # what a talker step changes besides what it recomputes
+                s.pos.copy_(counters[0])
+                s.frame_index.copy_(counters[1])
+
+            self._retry_out_of_memory(talker_step, undo)
             for seq in ready:
                 seq.position += 1
         # 2)-4) who ended, codebooks 1..15 for the rest, emit
         return events + self._finish_frames(ready, slice(0, m))
+
+    def _prepare(self, seq: Sequence) -> bool:
+        """A row's own part of a step, in its slot: its text row, room in its cache, its noise.
+        False when it sits the step out (its text has not arrived that far)."""
+        row = seq.text_row(seq.frames - 1)
+        if row is None:
+            return False
+        self.backend.ensure(seq.slot, seq.position + 1)
+        self.slots.text_row[seq.slot] = row[0]
+        self._draw_noise(seq.slot, seq)
+        return True
+
+    def _retry_out_of_memory(self, phase, undo=lambda: None) -> None:
+        """Run a batched phase; if the device runs out of memory, free its cached blocks and
+        run it once more. The phases recompute everything they write from the slots (the noise
+        was drawn before), so a second run gives the same codes; `undo` resets what a phase
+        only adds to. A second failure is raised: every row of the step ends with it."""
+        try:
+            phase()
+        except Exception as e:
+            if not is_out_of_memory(e):
+                raise
+            log.warning(
+                "out of memory in a batched step of %d rows; trying once more", len(self.rows)
+            )
+            free_device_memory()
+            undo()
+            phase()
 
     def _to_front(self, seqs: list[Sequence]) -> None:
         """Move `seqs` (rows of the batch) to slots 0..len-1, in their order."""
