@@ -8,6 +8,8 @@ Modules, in the order the work flows:
     reader, markdown, epub, html,   read .txt / .md / .epub / .html / .docx / .pdf / stdin into a
     word, pdf,                      Book (document):
     xhtml, nav                      notes moved to chapter ends, tables by row, no page numbers
+    archive, safexml, budget        the limits an untrusted book is read within (zip and entity
+                                    bombs, the most text a book may have)
     plan                            chunks of a target length and the pause after each
     lexicon                         how words are said (applied to what is spoken only)
     backends                        a server (HTTP) or an in-process Engine makes each chunk's audio

@@ -1,4 +1,4 @@
-"""EPUB 2/3 to a Book, with the standard library and defusedxml only (no AGPL ebooklib).
+"""EPUB 2/3 to a Book, with the standard library only (no AGPL ebooklib).
 
     META-INF/container.xml -> the OPF package -> metadata, manifest, spine, table of contents
     (EPUB 3 nav document, else EPUB 2 NCX, else one chapter per spine document).
@@ -7,40 +7,30 @@ Chapters follow the table of contents, nested entries included (flattened in rea
 depth kept in Chapter.level); a TOC entry may point into the middle of a document (`ch.xhtml#s2`).
 Images, scripts, styles and <nav> blocks are not read; the cover image is kept for metadata.
 
-Untrusted input: XML is parsed with defusedxml (no entity declarations, no external entities),
-XHTML with html.parser (which never fetches anything), and the archive is checked before any
-entry is inflated (entry count, total uncompressed size, per-entry compression ratio). Anything
-malformed raises InvalidInput naming the file and what is wrong.
+Untrusted input: the archive is opened and read within archive.py's limits (zip bombs), XML is
+checked by safexml.py (no entity declarations, no external entities), XHTML is parsed with
+html.parser (which never fetches anything), and the text counts against the book's budget
+(budget.py) document by document. Anything malformed raises InvalidInput naming the file and
+what is wrong.
 """
 
 from __future__ import annotations
 
 import posixpath
-import zipfile
-import zlib
 from dataclasses import dataclass
 from urllib.parse import unquote, urldefrag
-from xml.etree.ElementTree import Element, ParseError
+from xml.etree.ElementTree import Element
 
-import defusedxml.ElementTree as SafeET
-from defusedxml import DefusedXmlException
-
+from ownvoice.audiobook.archive import LIMITS, Archive, ArchiveLimits
+from ownvoice.audiobook.budget import TextBudget
 from ownvoice.audiobook.document import Book, Chapter, ReadOptions, merge_title_only_chapters
 from ownvoice.audiobook.nav import parse_nav
+from ownvoice.audiobook.safexml import parse_xml
 from ownvoice.audiobook.xhtml import Block, chapters_at, parse_xhtml, place_notes
 from ownvoice.errors import InvalidInput
 
 _TEXT_TYPES = {"application/xhtml+xml", "text/html", "application/x-dtbook+xml"}
-
-
-@dataclass(frozen=True)
-class EpubLimits:
-    """Caps that keep a hostile archive (zip bomb) from filling memory or disk."""
-
-    max_entries: int = 10_000
-    max_total_bytes: int = 512 * 2**20  # sum of all uncompressed sizes
-    max_ratio: float = 200.0  # uncompressed / compressed, checked for entries over 1 MiB
-    max_cover_bytes: int = 16 * 2**20
+MAX_COVER_BYTES = 16 * 2**20  # a larger cover image is left out, the book still read
 
 
 @dataclass(frozen=True)
@@ -52,71 +42,29 @@ class _TocEntry:
 
 
 def read_epub(
-    path: str, limits: EpubLimits = EpubLimits(), options: ReadOptions | None = None
+    path: str,
+    limits: ArchiveLimits = LIMITS,
+    options: ReadOptions | None = None,
+    budget: TextBudget | None = None,
 ) -> Book:
-    try:
-        archive = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as e:
-        raise InvalidInput(f"{path}: not a readable EPUB (an EPUB is a zip archive): {e}") from e
-    with archive:
-        _check_archive(path, archive, limits)
-        return _Reader(path, archive, limits, options or ReadOptions()).book()
-
-
-def _check_archive(path: str, archive: zipfile.ZipFile, limits: EpubLimits) -> None:
-    infos = archive.infolist()
-    if len(infos) > limits.max_entries:
-        raise InvalidInput(
-            f"{path}: {len(infos)} files in the archive, at most {limits.max_entries}"
-        )
-    total = sum(i.file_size for i in infos)
-    if total > limits.max_total_bytes:
-        raise InvalidInput(
-            f"{path}: unpacks to {_size(total)}, more than the {_size(limits.max_total_bytes)} "
-            "allowed (zip bomb?)"
-        )
-    for info in infos:
-        ratio = info.file_size / max(info.compress_size, 1)
-        if info.file_size > 2**20 and ratio > limits.max_ratio:
-            raise InvalidInput(
-                f"{path}: {info.filename} is compressed {ratio:.0f}:1, more than "
-                f"{limits.max_ratio:.0f}:1 allowed (zip bomb?)"
-            )
-
-
-def _size(n: int) -> str:
-    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 1024:.1f} KiB"
+    with Archive(path, "EPUB", limits) as archive:
+        return _Reader(path, archive, options or ReadOptions(), budget or TextBudget(path)).book()
 
 
 class _Reader:
-    def __init__(
-        self, path: str, archive: zipfile.ZipFile, limits: EpubLimits, options: ReadOptions
-    ):
-        self.path, self.archive, self.limits, self.options = path, archive, limits, options
-        self.names = set(archive.namelist())
+    def __init__(self, path: str, archive: Archive, options: ReadOptions, budget: TextBudget):
+        self.path, self.archive, self.options, self.budget = path, archive, options, budget
+        self.names = set(archive.names)
 
     # -- archive access ------------------------------------------------------------------------
 
     def read(self, name: str, what: str) -> bytes:
         if name not in self.names:
             raise InvalidInput(f"{self.path}: {what} {name!r} is missing from the archive")
-        try:
-            return self.archive.read(name)  # reads at most the declared size; CRC checked
-        except (zipfile.BadZipFile, OSError, EOFError, zlib.error, NotImplementedError) as e:
-            # damaged data, a CRC mismatch, or a compression method zipfile lacks
-            raise InvalidInput(f"{self.path}: cannot unpack {name}: {e}") from e
+        return self.archive.read(name)
 
     def xml(self, name: str, what: str) -> Element:
-        data = self.read(name, what)
-        try:
-            return SafeET.fromstring(data)
-        except DefusedXmlException as e:
-            raise InvalidInput(
-                f"{self.path}: unsafe XML in {name} ({type(e).__name__}): entity declarations "
-                "and external references are not allowed"
-            ) from e
-        except ParseError as e:
-            raise InvalidInput(f"{self.path}: {what} {name} is not well-formed XML: {e}") from e
+        return parse_xml(self.read(name, what), self.path, name)
 
     # -- the package ---------------------------------------------------------------------------
 
@@ -184,6 +132,8 @@ class _Reader:
             doc_start[path] = len(blocks)
             data = self.read(path, "spine document")
             parsed = parse_xhtml(data.decode("utf-8", errors="replace"), self.options, note_targets)
+            del data  # a document may be large: its bytes go before the next one is read
+            self.budget.spend(sum(len(b.text) for b in parsed.blocks))
             for anchor, index in parsed.anchors.items():
                 anchors[(path, anchor)] = len(blocks) + index
             for index, href in parsed.refs:
@@ -224,7 +174,7 @@ class _Reader:
             item = manifest.get(ids[0]) if ids else None
         if item is None or item[1] not in ("image/jpeg", "image/png") or item[0] not in self.names:
             return None, None
-        if self.archive.getinfo(item[0]).file_size > self.limits.max_cover_bytes:
+        if self.archive.size(item[0]) > MAX_COVER_BYTES:
             return None, None
         return self.read(item[0], "cover image"), item[1]
 

@@ -14,17 +14,22 @@ A PDF has lines on pages, not paragraphs, so the reader puts them back together:
   chapter_level), and every heading is a paragraph of its own. Without either, the text is one
   chapter.
 
-A PDF without a text layer (a scan), an encrypted one or a corrupt one gets a one-line error.
-Knows nothing about audio.
+A PDF without a text layer (a scan), an encrypted one, a corrupt, truncated or hostile one
+(pypdf's limits: decompression bombs, huge page trees, reference loops) gets a one-line error,
+and the text counts against the book's budget (budget.py) page by page. Knows nothing about
+audio.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import re
 import statistics
 from collections import Counter
 
+from ownvoice.audiobook.budget import TextBudget
 from ownvoice.audiobook.document import Book, Chapter, chapter_level, merge_title_only_chapters
 from ownvoice.errors import InvalidInput
 
@@ -36,20 +41,34 @@ _PAGE_NUMBER = re.compile(
 )
 
 
-def read_pdf(path: str) -> Book:
+def read_pdf(path: str, budget: TextBudget | None = None) -> Book:
     from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
+    from pypdf.errors import LimitReachedError
 
+    budget = budget or TextBudget(path)
+    _check_header(path)
     try:
-        reader = PdfReader(path)
-        if reader.is_encrypted and not reader.decrypt(""):
-            raise InvalidInput(f"{path}: the PDF is encrypted; save an unprotected copy first")
-        pages = [_lines(page) for page in reader.pages]
-        marks = _outline(reader)
-        meta = reader.metadata or {}
+        with _pypdf_quiet():
+            reader = PdfReader(path)
+            if reader.is_encrypted and not reader.decrypt(""):
+                raise InvalidInput(f"{path}: the PDF is encrypted; save an unprotected copy first")
+            pages = []
+            for page in reader.pages:
+                pages.append(_lines(page))
+                budget.spend(sum(len(text) for text, _ in pages[-1]))
+            marks = _outline(reader)
+            meta = reader.metadata or {}
     except InvalidInput:
         raise
-    except (PdfReadError, ValueError, KeyError, TypeError, OSError) as e:
+    except LimitReachedError as e:
+        raise InvalidInput(
+            f"{path}: not a readable PDF: past a limit that guards against hostile files "
+            f"({_one_line(e)})"
+        ) from e
+    except Exception as e:
+        # pypdf on a damaged file fails in many ways besides its own PdfReadError (IndexError,
+        # AttributeError, RecursionError, zlib.error, ... from deep in its parser): all of them
+        # mean the same to the user
         raise InvalidInput(f"{path}: not a readable PDF: {_one_line(e)}") from e
     if not any(pages):
         raise InvalidInput(
@@ -74,6 +93,33 @@ def read_pdf(path: str) -> Book:
         author=_meta(meta, "/Author"),
         chapters=tuple(merge_title_only_chapters(chapters)),
     )
+
+
+def _check_header(path: str) -> None:
+    """A PDF starts with "%PDF-" (readers allow some bytes before it): anything else is another
+    kind of file with a .pdf name, which pypdf would report only as a damaged PDF."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1024)
+    except OSError as e:
+        raise InvalidInput(f"{path}: cannot read the file: {e}") from e
+    if b"%PDF-" not in head:
+        raise InvalidInput(
+            f"{path}: not a readable PDF: it does not start with %PDF- (another kind of file?)"
+        )
+
+
+@contextlib.contextmanager
+def _pypdf_quiet():
+    """pypdf logs a warning for each flaw it works around (a bad header, a broken cross-reference
+    table); the outcome -- a book, or a one-line error -- is what the user can act on."""
+    logger = logging.getLogger("pypdf")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 Line = tuple[str, float]  # text, font size in points (as set on the page)

@@ -4,6 +4,10 @@ Plain text is one chapter of blank-line-separated paragraphs, titled by the file
 file is one document read as an EPUB's are (notes, tables, figures, page numbers: xhtml.py),
 with a chapter at each of its top-level headings. The format comes from the file extension
 unless given. Knows nothing about audio.
+
+Every format counts its text against one budget for the book (budget.py): the EPUB, .docx and
+PDF readers as they extract it, the text formats from a file read no further than the budget
+could fill.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ownvoice.audiobook.budget import MAX_BOOK_CHARS, TextBudget
 from ownvoice.audiobook.document import Book, Chapter, ReadOptions
 from ownvoice.audiobook.epub import read_epub
 from ownvoice.audiobook.html import parse_html
@@ -25,6 +30,9 @@ _EXTENSIONS = {
     ".txt": "txt", ".text": "txt", ".md": "md", ".markdown": "md", ".epub": "epub",
     ".html": "html", ".htm": "html", ".xhtml": "html", ".docx": "docx", ".pdf": "pdf",
 }  # fmt: skip
+# a text, Markdown or HTML file past this holds more than the budget of text, or is mostly
+# markup: 4 bytes a character, UTF-8's widest
+MAX_TEXT_FILE_BYTES = 4 * MAX_BOOK_CHARS
 
 
 def input_format(path: str, explicit: str | None = None) -> str:
@@ -51,15 +59,18 @@ def read_book(path: str, fmt: str | None = None, options: ReadOptions | None = N
     """The Book in `path` ("-" = stdin). Raises InvalidInput for unreadable or empty input."""
     fmt = input_format(path, fmt)
     options = options or ReadOptions()
+    budget = TextBudget(path)
     if fmt in ("epub", "docx", "pdf"):
         if path == "-":
             raise InvalidInput(f"a .{fmt} file cannot be read from stdin; pass its path",
                                param="input")  # fmt: skip
         _check_exists(path)
         if fmt == "epub":
-            book = read_epub(path, options=options)
+            book = read_epub(path, options=options, budget=budget)
+        elif fmt == "docx":
+            book = read_docx(path, options, budget)
         else:
-            book = read_docx(path, options) if fmt == "docx" else read_pdf(path)
+            book = read_pdf(path, budget)
     else:
         text = _read_text(path)
         stem = None if path == "-" else Path(path).stem
@@ -71,6 +82,7 @@ def read_book(path: str, fmt: str | None = None, options: ReadOptions | None = N
             book = Book(
                 title=stem, author=None, chapters=(Chapter(None, tuple(split_paragraphs(text))),)
             )
+        budget.spend(sum(len(p) for ch in book.chapters for p in ch.paragraphs))
     if not any(any(c.isalnum() for c in p) for ch in book.chapters for p in ch.paragraphs):
         raise InvalidInput(f"{path}: no text to read", param="input")
     return book
@@ -83,10 +95,17 @@ def _check_exists(path: str) -> None:
 
 def _read_text(path: str) -> str:
     if path == "-":
-        data = sys.stdin.buffer.read()
+        data = sys.stdin.buffer.read(MAX_TEXT_FILE_BYTES + 1)
     else:
         _check_exists(path)
-        data = Path(path).read_bytes()
+        with open(path, "rb") as f:
+            data = f.read(MAX_TEXT_FILE_BYTES + 1)
+    if len(data) > MAX_TEXT_FILE_BYTES:
+        raise InvalidInput(
+            f"{path}: larger than {MAX_TEXT_FILE_BYTES:,} bytes, more than a book's "
+            f"{MAX_BOOK_CHARS:,} characters of text; split it into parts",
+            param="input",
+        )
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:

@@ -4,15 +4,21 @@ Paragraphs in document order, tables among them (read row by row with the first 
 header, as xhtml.py reads HTML tables, or a notice: ReadOptions); chapters start at the
 "Heading 1" paragraphs when there is more than one, else at "Heading 2" ones, else the document
 is one chapter. Footnote references are runs without text, so they are never read. Title,
-author and language come from the document's properties. A file that is not a readable DOCX
-gets a one-line error. Knows nothing about audio.
+author and language come from the document's properties. Knows nothing about audio.
+
+Untrusted input: a .docx is a zip archive of XML parts. Its parts are read within archive.py's
+limits and checked by safexml.py before python-docx sees them, the text counts against the
+book's budget (budget.py), and a file that is not a readable .docx gets a one-line error.
 """
 
 from __future__ import annotations
 
+import io
 import re
 import zipfile
 
+from ownvoice.audiobook.archive import LIMITS, Archive, ArchiveLimits
+from ownvoice.audiobook.budget import TextBudget
 from ownvoice.audiobook.document import (
     Book,
     Chapter,
@@ -21,45 +27,78 @@ from ownvoice.audiobook.document import (
     merge_title_only_chapters,
     read_table,
 )
+from ownvoice.audiobook.safexml import check_xml
 from ownvoice.errors import InvalidInput
 
 _HEADING = re.compile(r"^heading (\d)$", re.I)
+KIND = "Word document (.docx)"
 
 
-def read_docx(path: str, options: ReadOptions | None = None) -> Book:
+def read_docx(
+    path: str,
+    options: ReadOptions | None = None,
+    budget: TextBudget | None = None,
+    limits: ArchiveLimits = LIMITS,
+) -> Book:
     import docx
     from docx.opc.exceptions import PackageNotFoundError
     from docx.table import Table
+    from lxml.etree import LxmlError
 
-    options = options or ReadOptions()
+    options, budget = options or ReadOptions(), budget or TextBudget(path)
+    parts = _checked_parts(path, limits)
     try:
-        document = docx.Document(path)
-    except (PackageNotFoundError, zipfile.BadZipFile, KeyError, ValueError, OSError) as e:
-        raise InvalidInput(f"{path}: not a readable Word document (.docx): {e}") from e
+        document = docx.Document(parts)
+    except (PackageNotFoundError, zipfile.BadZipFile, KeyError, ValueError, LxmlError) as e:
+        raise InvalidInput(f"{path}: not a readable {KIND}: {e}") from e
     blocks: list[tuple[str, int]] = []  # (text, heading level; 0 = not a heading)
+    style_names: dict[str | None, str] = {}  # style id -> name (see below)
     for item in document.iter_inner_content():
         if isinstance(item, Table):
             rows = [[" ".join(cell.text.split()) for cell in row.cells] for row in item.rows]
             header, rows = (rows[0], rows[1:]) if len(rows) > 1 else ([], rows)
-            blocks += [(text, 0) for text in read_table(header, rows, options)]
+            said = read_table(header, rows, options)
+            budget.spend(sum(map(len, said)))
+            blocks += [(text, 0) for text in said]
             continue
         text = " ".join(item.text.split())
         if not text:
             continue
-        style = item.style.name if item.style is not None else ""
+        budget.spend(len(text))
+        # python-docx finds a paragraph's style by an XPath search of the styles part, every
+        # time: minutes for a long document, so each style id is looked up once
+        style_id = item._p.style
+        if style_id not in style_names:
+            style_names[style_id] = item.style.name if item.style is not None else ""
+        style = style_names[style_id]
         m = _HEADING.match(style)
         blocks.append((text, int(m.group(1)) if m else (1 if style == "Title" else 0)))
     level = chapter_level([lv for _, lv in blocks])
-    chapters: list[Chapter] = []
+    chapters: list[tuple[str | None, list[str]]] = []  # lists: a tuple grown by one is a copy
     for text, lv in blocks:
         if not chapters or (level is not None and lv == level):
-            chapters.append(Chapter(text if lv else None, ()))
-        last = chapters[-1]
-        chapters[-1] = Chapter(last.title, (*last.paragraphs, text))
+            chapters.append((text if lv else None, []))
+        chapters[-1][1].append(text)
     props = document.core_properties
     return Book(
         title=props.title or next((t for t, lv in blocks if lv == 1), None),
         author=props.author or None,
-        chapters=tuple(merge_title_only_chapters(chapters)),
+        chapters=tuple(merge_title_only_chapters([Chapter(t, tuple(p)) for t, p in chapters])),
         language=props.language or None,
     )
+
+
+def _checked_parts(path: str, limits: ArchiveLimits) -> io.BytesIO:
+    """The .docx for python-docx: its XML parts read within `limits` and checked (safexml),
+    the others (images, fonts, embedded files) empty -- nothing of them is read aloud, and
+    python-docx would hold every one in memory. It reads only what was checked here."""
+    parts = io.BytesIO()
+    with Archive(path, KIND, limits) as archive, zipfile.ZipFile(parts, "w") as out:
+        for name in archive.names:
+            data = b""
+            if name.lower().endswith((".xml", ".rels")):
+                data = archive.read(name)
+                check_xml(data, path, name)
+            out.writestr(name, data)
+    parts.seek(0)
+    return parts

@@ -37,20 +37,32 @@ def frame_cap(text: str) -> int:
     return MIN_CAP_FRAMES + math.ceil(CAP_FACTOR * FRAMES_PER_SECOND / CHARS_PER_SECOND * units)
 
 
+# -- sampling bounds: what every front end accepts (the HTTP schema states the same numbers) -----
+# Far past them the engine's float32 sampling overflows (a temperature of 1e39 is inf) and the
+# request would fail inside the engine, after admission; they are far above any useful value.
+MAX_TEMPERATURE = 10.0  # 0 < temperature <= 10 (upstream's default: 0.9)
+MAX_REPETITION_PENALTY = 10.0  # 0 < penalty <= 10 (upstream's default: 1.05; 1.0 = off)
+# top-k keeps the k most likely ids, so a k past the logits' width is off: the widths of the
+# 12 Hz checkpoints (model/config.py), the talker's 2048 codes plus its control, language and
+# speaker ids, and the code predictor's 2048 codes
+TALKER_VOCAB = 3072
+CODE_PREDICTOR_VOCAB = 2048
+
+
 @dataclass(frozen=True)
 class SamplingOptions:
     """How codes are drawn. Talker = codebook 0; sub-talker = code predictor (codebooks 1..15)."""
 
     # talker (codebook 0)
     do_sample: bool = True  # False = greedy (argmax)
-    temperature: float = 0.9
-    top_k: int = 50  # 0 = off
-    top_p: float = 1.0  # 1.0 = off
+    temperature: float = 0.9  # (0, MAX_TEMPERATURE]
+    top_k: int = 50  # 0 = off; at most TALKER_VOCAB
+    top_p: float = 1.0  # (0, 1]; 1.0 = off
     repetition_penalty: float = 1.05  # over codebook-0 codes generated so far; 1.0 = off
     # sub-talker (codebooks 1..15); no penalty, no suppression
     sub_do_sample: bool = True
     sub_temperature: float = 0.9
-    sub_top_k: int = 50
+    sub_top_k: int = 50  # 0 = off; at most CODE_PREDICTOR_VOCAB
     sub_top_p: float = 1.0
 
     @classmethod
@@ -58,23 +70,26 @@ class SamplingOptions:
         return cls(do_sample=False, sub_do_sample=False)
 
     def validate(self) -> None:
+        """InvalidInput naming the first field out of its range (NaN and infinities included)."""
         for name in ("temperature", "sub_temperature"):
-            v = getattr(self, name)
-            if not v > 0:
-                raise InvalidInput(f"{name} must be > 0, got {v}", param=name)
+            _within(self, name, 0, MAX_TEMPERATURE)
         for name in ("top_p", "sub_top_p"):
+            _within(self, name, 0, 1.0)
+        _within(self, "repetition_penalty", 0, MAX_REPETITION_PENALTY)
+        for name, most in (("top_k", TALKER_VOCAB), ("sub_top_k", CODE_PREDICTOR_VOCAB)):
             v = getattr(self, name)
-            if not 0 < v <= 1:
-                raise InvalidInput(f"{name} must be in (0, 1], got {v}", param=name)
-        for name in ("top_k", "sub_top_k"):
-            v = getattr(self, name)
-            if v < 0:
-                raise InvalidInput(f"{name} must be >= 0 (0 = off), got {v}", param=name)
-        if not self.repetition_penalty > 0:
-            raise InvalidInput(
-                f"repetition_penalty must be > 0, got {self.repetition_penalty}",
-                param="repetition_penalty",
-            )
+            if not 0 <= v <= most:
+                raise InvalidInput(
+                    f"{name} must be in 0..{most} (0 = off; {most} ids to choose from), got {v}",
+                    param=name,
+                )
+
+
+def _within(options, name: str, low: float, high: float) -> None:
+    """low < value <= high; `not` so that NaN, which fails every comparison, is refused too."""
+    v = getattr(options, name)
+    if not low < v <= high:
+        raise InvalidInput(f"{name} must be in ({low:g}, {high:g}], got {v}", param=name)
 
 
 @dataclass(frozen=True)

@@ -114,7 +114,7 @@ def install_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 405:  # Starlette names the first route's methods, not all of them
             headers["Allow"] = ", ".join(_methods_for(request))
         return JSONResponse(
-            error_body(str(exc.detail), type_, None, code),
+            error_body(_http_message(exc), type_, None, code),
             status_code=exc.status_code,
             headers=headers or None,
         )
@@ -127,6 +127,15 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse(
             error_body(f"internal error: {type(exc).__name__}", "server_error"), status_code=500
         )
+
+
+def _http_message(exc: StarletteHTTPException) -> str:
+    """The exception's detail, or what FastAPI's "There was an error parsing the body" was."""
+    if isinstance(exc.__cause__, RecursionError):  # `[[[[...`, past the JSON parser's depth
+        return "the request body is JSON nested too deeply to read"
+    if isinstance(exc.__cause__, UnicodeDecodeError):
+        return "the request body is not valid JSON: it is not UTF-8 text"
+    return str(exc.detail)
 
 
 def _methods_for(request: Request) -> list[str]:

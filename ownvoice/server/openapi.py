@@ -1,13 +1,13 @@
 """The OpenAPI document, made to say exactly what this server accepts.
 
 FastAPI's document is built from the wire types, which cannot know what a configuration and
-the loaded models allow. On top of it: the text length limit (limits.max_input_chars), the
-voices that exist now (an enum: a name that is not listed is refused with 400), the languages
-(names and codes), the rules that tie fields together (the `design` voice needs instructions;
-ICL cloning needs the transcript; a task_type names voices of its kind), and no security
-scheme when no API key is set. The voices
-change while the server runs, so the document is made again on each request for it (a few
-milliseconds; clients read it rarely).
+the loaded models allow. On top of it: the text length limit (limits.max_input_chars), what a
+one-shot clone's clip must look like (base64, maybe in a `data:` URL), the seed's exact bounds,
+the voices that exist now (an enum: a name that is not listed is refused with 400), the
+languages (names and codes), the rules that tie fields together (the `design` voice needs
+instructions; ICL cloning needs the transcript; a task_type names voices of its kind), and no
+security scheme when no API key is set. The voices change while the server runs, so the
+document is made again on each request for it (a few milliseconds; clients read it rarely).
 """
 
 from __future__ import annotations
@@ -17,8 +17,14 @@ import copy
 from fastapi import FastAPI
 
 from ownvoice.languages import KNOWN, NAMES
+from ownvoice.server.protocol import MAX_SEED, MIN_SEED, NOT_BLANK
 
-NOT_BLANK = r"\S"  # at least one character that is not a space: blank text is refused
+# what planning.py decodes: standard base64 with its padding, maybe after a `data:...,` prefix
+# (whether the bytes are 3-30 s of speech no schema can say)
+BASE64_CLIP = (
+    r"^(data:[^,]*,)?([A-Za-z0-9+/]{4})*"
+    r"([A-Za-z0-9+/]{4}|[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)$"
+)
 
 
 def document(app: FastAPI, settings) -> dict:
@@ -33,7 +39,12 @@ def document(app: FastAPI, settings) -> dict:
             minLength=1, maxLength=settings.limits.max_input_chars, pattern=NOT_BLANK
         )
         props["language"]["anyOf"] = [languages, {"type": "null"}]
+        # FastAPI's document holds bounds as floats, and 2**64 - 1 is no float (it would say
+        # 2**64, which the server refuses)
+        seed = next(b for b in props["seed"]["anyOf"] if b.get("type") == "integer")
+        seed.update(minimum=MIN_SEED, maximum=MAX_SEED)
     schemas["DesignRequest"]["properties"]["language"]["anyOf"] = [languages, {"type": "null"}]
+    schemas["VoiceCloneRequest"]["properties"]["ref_audio"].update(pattern=BASE64_CLIP)
     _voices(schemas, app.state.service.voicemap.list())
     # one-shot ICL cloning needs the clip's transcript; x-vector mode does not
     schemas["VoiceCloneRequest"]["if"] = {

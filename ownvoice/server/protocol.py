@@ -13,11 +13,18 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from ownvoice.service.library import NAME_PATTERN
+from ownvoice.engine.options import MAX_TEMPERATURE, TALKER_VOCAB
+from ownvoice.service.library import MAX_REF_TEXT_CHARS, NAME_PATTERN
 from ownvoice.service.planning import SpeechInput
 
 ResponseFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]
 StreamFormat = Literal["audio", "sse"]
+MIN_SEED, MAX_SEED = -(2**63), 2**64 - 1  # what torch.Generator.manual_seed takes
+
+# At least one character that str.strip() keeps: the server strips text and refuses what is left
+# blank. Spelled out, not `\S`: JSON Schema's (ECMA-262) `\s` misses U+001C-U+001F and U+0085
+# and takes U+FEFF, which strip() treats the other way round.
+NOT_BLANK = r"[^\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
 
 
 def _integer(value):
@@ -60,11 +67,24 @@ class _SpeechOptions(OpenAIBaseModel):
     # ownvoice extensions (Qwen3-TTS)
     language: str | None = None
     """Language name or code (English, en, Chinese, zh, ...); default: auto, or the voice's."""
-    seed: integer(ge=-(2**63), le=2**64 - 1) | None = None
+    seed: integer(ge=MIN_SEED, le=MAX_SEED) | None = None
     """Sampling seed; the same seed, text and voice give the same audio."""
-    temperature: float | None = Field(None, gt=0)
-    top_k: integer(ge=0) | None = None
-    top_p: float | None = Field(None, gt=0, le=1)
+    # the bounds are engine/options.py's, which every front end applies; the descriptions go
+    # into the OpenAPI document
+    temperature: float | None = Field(
+        None, gt=0, le=MAX_TEMPERATURE,
+        description="Sampling temperature of the first codebook; default: the checkpoint's (0.9)",
+    )  # fmt: skip
+    top_k: integer(ge=0, le=TALKER_VOCAB) | None = Field(
+        None,
+        description="Draw from the k most likely codes; 0 = off (all of them); default: the "
+        "checkpoint's (50)",
+    )
+    top_p: float | None = Field(
+        None, gt=0, le=1,
+        description="Draw from the most likely codes that together hold this probability; "
+        "1 = off (the default)",
+    )  # fmt: skip
     max_frames: integer(ge=1) | None = Field(
         None, validation_alias=AliasChoices("max_frames", "max_new_tokens")
     )
@@ -120,7 +140,7 @@ class SpeechRequest(_SpeechOptions):
     # document, which cannot say that the clip must decode as 3-30 s of speech (as for
     # /v1/audio/voice-clone, whose document says the same fields)
     ref_audio: SkipJsonSchema[str | None] = None
-    ref_text: SkipJsonSchema[str | None] = None
+    ref_text: SkipJsonSchema[str | None] = Field(None, max_length=MAX_REF_TEXT_CHARS)
 
     @property
     def voice_name(self) -> str:
@@ -130,7 +150,10 @@ class SpeechRequest(_SpeechOptions):
 
     @property
     def style(self) -> str | None:
-        return self.instructions if self.instructions is not None else self.instruct
+        """`instructions`, or `instruct` when they are missing or blank (as the document says:
+        either one may carry the description)."""
+        said = self.instructions is not None and self.instructions.strip()
+        return self.instructions if said else self.instruct
 
     def to_input(self) -> SpeechInput:
         return self._input(
@@ -149,7 +172,7 @@ class SpeechSessionConfig(_SpeechOptions):
     instructions: str | None = Field(None, max_length=4096)
     task_type: Literal["CustomVoice", "VoiceDesign", "Base"] | None = None
     ref_audio: str | None = None
-    ref_text: str | None = None
+    ref_text: str | None = Field(None, max_length=MAX_REF_TEXT_CHARS)
     stream_audio: bool = False
     """Send the audio as it is made (raw PCM: needs response_format pcm), else whole at the end."""
     split_granularity: Literal["none", "sentence", "clause"] | None = None
@@ -175,7 +198,7 @@ class VoiceCloneRequest(_SpeechOptions):
     input: str
     ref_audio: str
     """Base64 of a WAV/FLAC/OGG/MP3 file (a `data:audio/...;base64,` prefix is allowed)."""
-    ref_text: str | None = None
+    ref_text: str | None = Field(None, max_length=MAX_REF_TEXT_CHARS)
     """Transcript of the clip; needed unless x_vector_only_mode is true."""
 
     def to_input(self) -> SpeechInput:
@@ -280,7 +303,7 @@ class DesignRequest(BaseModel):
     model_config = ConfigDict(strict=True)
 
     name: str = Field(pattern=NAME_PATTERN)
-    instructions: str = Field(min_length=1, max_length=4096, pattern=r"\S")
+    instructions: str = Field(min_length=1, max_length=4096, pattern=NOT_BLANK)
     language: str | None = None
     seed: integer(ge=0, le=2**32 - 1) | None = None
 

@@ -8,7 +8,9 @@ every route (auth failures, unknown routes, host checks and body limits included
         voice='Uncle Fu' model='tts-1': voice 'Uncle Fu' is not available; ...
 
 with the reason read from the error envelope that goes to the client, and the voice and model
-read from the JSON body. The input text, the API key and other headers are never logged.
+read from the JSON body. The body itself, the API key and other headers are never logged: only
+the voice and model are read from the body (cut to 80 characters); a body that is not JSON, or
+that is nested deeper than the parser goes (`[[[[...`), names neither.
 Identical refusals repeated within REPEAT_WINDOW_S are counted and summarised, not logged each
 time. Every response carries `x-request-id` (the client's own, when it sent a sane one), which
 the per-request speech log line repeats and an error envelope carries as `error.request_id`.
@@ -105,10 +107,10 @@ class RefusalLog:
         code = param = None
         message = ""
         try:
-            envelope = json.loads(error)["error"]
+            envelope = _parse(error)["error"]
             code, param = envelope.get("code"), envelope.get("param")
             message = str(envelope.get("message") or "")
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (KeyError, TypeError, AttributeError):
             message = error[:200].decode("utf-8", "replace")
         asked = _asked_for(body)
         path = _short(scope.get("path", ""), 200)
@@ -138,12 +140,18 @@ def _is_json(headers) -> bool:
     return any(k.lower() == b"content-type" and b"json" in v for k, v in headers)
 
 
+def _parse(data: bytes):
+    """The JSON value of `data`, or None when it is not JSON: malformed, or nested deeper than
+    Python's parser goes (RecursionError; a refusal must be logged and sent all the same)."""
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+
+
 def _with_id(body: bytes, rid: str) -> bytes:
     """The error envelope with `request_id` added, so that a user can find it in the log."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return body
+    data = _parse(body)
     if not isinstance(data, dict) or not isinstance(data.get("error"), dict):
         return body
     data["error"]["request_id"] = rid
@@ -157,10 +165,7 @@ def _set_length(headers, length: int) -> list:
 
 def _asked_for(body: bytes) -> dict[str, str]:
     """The voice and model a JSON request asked for (never its text)."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return {}
+    data = _parse(body)
     if not isinstance(data, dict):
         return {}
     out = {}

@@ -59,6 +59,7 @@ from ownvoice.errors import ClientStalled, InvalidInput, OwnvoiceError, Shutting
 from ownvoice.server.auth import websocket_handshake
 from ownvoice.server.errors import validation_message
 from ownvoice.server.protocol import SpeechSessionConfig
+from ownvoice.service.planning import check_unicode
 from ownvoice.service.speech import Origin, Run
 
 log = logging.getLogger("ownvoice.server")
@@ -134,6 +135,10 @@ class SpeechStream:
             except ValueError:
                 await self._error("the message is not valid JSON", "invalid_message")
                 continue
+            except RecursionError:  # `[[[[...`: deeper than Python's parser can go
+                await self._error("the message is JSON nested too deeply to read",
+                                  "invalid_message")  # fmt: skip
+                continue
             if not isinstance(msg, dict):
                 await self._error("a message must be a JSON object", "invalid_message")
                 continue
@@ -193,6 +198,7 @@ class SpeechStream:
             raise InvalidInput("input.text needs `text`, a string", param="text")
         if len(text) > MAX_TEXT_CHARS:
             raise InvalidInput(f"input.text is over {MAX_TEXT_CHARS} characters", param="text")
+        check_unicode(text, "text")  # session.config's strings were checked by its plan
         if not text:
             return
         u = self.open

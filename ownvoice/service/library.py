@@ -51,6 +51,11 @@ NAME_RULE = (
 # names of the library's own layout: a voice folder with one of these names would be read as
 # part of the layout (`profiles/` nests the seed server's voices) or shadow a file of it
 RESERVED_NAMES = frozenset({"profiles", META_FILE, "reference.wav", "designs.json", "designs"})
+# device names Windows reserves in every folder, whatever the case or extension ("nul.txt" is
+# NUL too): a voice folder so named cannot be opened, copied or deleted there
+WINDOWS_DEVICES = frozenset(
+    {"CON", "PRN", "AUX", "NUL"} | {f"{port}{n}" for port in ("COM", "LPT") for n in range(10)}
+)
 # a transcript longer than a 30 s clip can hold only slows every request with the voice
 MAX_REF_TEXT_CHARS = 1000
 MAX_LANGUAGE_CHARS = 32
@@ -94,6 +99,20 @@ def validate_name(name: str) -> str:
     if name.lower() in RESERVED_NAMES:
         raise InvalidInput(
             f"voice name {name!r} is reserved by the voice library's layout; choose another",
+            param="name",
+        )
+    # the name becomes a folder, and a library is copied between systems: refuse what
+    # Windows cannot hold (the pattern already keeps out <>:"/\|?* and control characters)
+    stem = name.split(".", 1)[0].rstrip(" ")  # Windows reads "CON .wav" as CON as well
+    if stem.upper() in WINDOWS_DEVICES:
+        raise InvalidInput(
+            f"voice name {name!r} is not allowed: Windows reserves {stem!r} for a device "
+            "(CON, PRN, AUX, NUL, COM0-9, LPT0-9, with any extension); choose another",
+            param="name",
+        )
+    if name.endswith("."):
+        raise InvalidInput(
+            f"voice name {name!r} ends with '.', which Windows drops from folder names; remove it",
             param="name",
         )
     return name

@@ -11,13 +11,20 @@ request starts (the WebSocket, Wyoming's streaming text) comes through a Streame
 a list of pieces: `plan(req, streamed=True)`, then push to `plan.pieces`. Each piece's frame cap
 is the engine's: derived from its text (engine/options.py `frame_cap`) unless the request gives
 `max_frames`.
+
+Every text field of a request must be valid Unicode (`check_unicode`): JSON can carry a lone
+UTF-16 surrogate ("\\ud800"), which the tokenizer cannot take. Planning checks each field;
+a front end that takes text after planning (the WebSocket's input.text, Wyoming's
+synthesize-chunk) checks each piece with the same function.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import logging
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
@@ -33,6 +40,22 @@ from ownvoice.service.textfeed import TextFeed
 from ownvoice.service.voicemap import VoiceChoice
 
 log = logging.getLogger("ownvoice.server")
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def check_unicode(text: str, param: str) -> str:
+    """`text`, refused (InvalidInput naming `param`) when it holds a lone UTF-16 surrogate: a
+    string that is not valid Unicode and that UTF-8 cannot encode, so the tokenizer fails on it.
+    (A pair written as two JSON escapes, "\\ud83d\\ude00", arrives as its one character.)"""
+    bad = _SURROGATE.search(text)
+    if bad is not None:
+        raise InvalidInput(
+            f"{param} is not valid Unicode: it holds a lone UTF-16 surrogate "
+            f"(\\u{ord(bad.group()):04x}) at character {bad.start()}; send UTF-8 text",
+            param=param,
+        )
+    return text
 
 
 @dataclass(frozen=True)
@@ -117,6 +140,7 @@ class SpeechPlanner:
     def plan(self, req: SpeechInput, streamed: bool = False) -> SpeechPlan:
         """With `streamed`, `req.input` is ignored: the text is pushed to the plan's pieces (a
         StreamedText) as it arrives."""
+        _check_text_fields(req)
         req = resolve_task(req)
         text = "" if streamed else self._check_input(req.input)
         choice = self._choose(req)
@@ -267,6 +291,14 @@ class SpeechPlanner:
             return base64.b64decode(data, validate=True)
         except (binascii.Error, ValueError) as e:
             raise InvalidInput(f"ref_audio is not valid base64: {e}", param="ref_audio") from e
+
+
+def _check_text_fields(req: SpeechInput) -> None:
+    """Every text field valid Unicode, before anything reads, logs or echoes one."""
+    for f in dataclasses.fields(req):
+        value = getattr(req, f.name)
+        if isinstance(value, str):
+            check_unicode(value, f.name)
 
 
 def _sampling(req: SpeechInput) -> dict:

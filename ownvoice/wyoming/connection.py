@@ -47,7 +47,7 @@ from wyoming.tts import (
 )
 
 from ownvoice.errors import ClientStalled, InvalidInput, OwnvoiceError, describe
-from ownvoice.service.planning import SpeechInput, SpeechPlan
+from ownvoice.service.planning import SpeechInput, SpeechPlan, check_unicode
 from ownvoice.service.speech import Origin, Run
 from ownvoice.wyoming.events import BadEvent, read_event
 from ownvoice.wyoming.info import describe_voices
@@ -132,7 +132,10 @@ class Connection:
                 info = await asyncio.to_thread(describe_voices, voicemap, pool)
                 await self._send(info.event())
             elif Ping.is_type(kind):
-                await self._send(Pong(text=event.data.get("text")).event())
+                text = event.data.get("text")
+                if isinstance(text, str):  # echoed: the wyoming package writes it as UTF-8
+                    check_unicode(text, "text")
+                await self._send(Pong(text=text).event())
             elif Synthesize.is_type(kind):
                 if self._stream is None:  # else: the whole text again, for older servers
                     self._queue(partial(self._speak, self._plan(event.data, _text(event.data))))
@@ -312,10 +315,11 @@ class _TooManyUtterances(InvalidInput):
 
 
 def _text(data: dict) -> str:
+    """The event's text; a streamed chunk never reaches planning, so it is checked here."""
     text = data.get("text")
     if not isinstance(text, str):
         raise InvalidInput("the event needs `text` (a string)", param="text")
-    return text
+    return check_unicode(text, "text")
 
 
 def _peer(writer: asyncio.StreamWriter) -> str:

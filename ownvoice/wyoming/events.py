@@ -64,6 +64,8 @@ def _json_object(raw: bytes, what: str) -> dict:
         value = json.loads(raw)
     except (UnicodeDecodeError, ValueError):
         raise BadEvent(f"{what} is not JSON") from None
+    except RecursionError:  # `[[[[...`, deeper than Python's parser goes
+        raise BadEvent(f"{what} is JSON nested too deeply to read") from None
     if not isinstance(value, dict):
         raise BadEvent(f"{what} must be a JSON object")
     return value

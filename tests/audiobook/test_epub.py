@@ -6,8 +6,9 @@ import zipfile
 
 import pytest
 
+from ownvoice.audiobook.archive import ArchiveLimits
 from ownvoice.audiobook.document import ReadOptions
-from ownvoice.audiobook.epub import EpubLimits, read_epub
+from ownvoice.audiobook.epub import read_epub
 from ownvoice.cli import main
 from ownvoice.errors import InvalidInput
 from tests.audiobook import epub_builder as eb
@@ -137,7 +138,7 @@ def test_zip_bomb_by_total_size_is_refused(tmp_path):
     with pytest.raises(
         InvalidInput, match=r"unpacks to [\d.]+ KiB, more than the 4.0 KiB allowed \(zip bomb"
     ):
-        read_epub(path, EpubLimits(max_total_bytes=4096))
+        read_epub(path, ArchiveLimits(max_total_bytes=4096))
 
 
 def test_corrupt_entry_is_a_clear_error(tmp_path):

@@ -63,6 +63,16 @@ def test_a_name_of_the_layout_is_refused_and_writes_nothing(server, name):
     assert httpx.delete(f"{base}/v1/audio/voices/after-reserved", headers=AUTH).status_code == 200
 
 
+@pytest.mark.parametrize("name", ["CON", "nul", "aux.txt", "LPT9", "name."])
+def test_a_name_windows_cannot_use_is_refused_and_writes_nothing(server, name):
+    """Such a folder cannot be opened, copied or deleted on Windows (issue 38)."""
+    base, voices, _ = server
+    before = tree(voices)
+    err = assert_envelope(upload(base, name=name), 400, "name")
+    assert "Windows" in err["message"]
+    assert tree(voices) == before
+
+
 def test_the_seed_servers_nested_layout_refuses_them_too(tmp_path):
     (tmp_path / "profiles").mkdir()
     library = VoiceLibrary(tmp_path)

@@ -54,6 +54,17 @@ def test_voices_errors_are_one_line(tmp_path, capsys):
     assert "not in the voice library" in capsys.readouterr().err
 
 
+def test_voices_add_refuses_a_name_windows_cannot_use(tmp_path, capsys):
+    voices = tmp_path / "voices"
+    clip = tmp_path / "c.wav"
+    clip.write_bytes(wav_bytes(speech_clip(4.0)))
+    for name in ("CON", "nul.wav", "carol."):
+        assert run("voices", "--voices-dir", str(voices), "add", name, str(clip)) == 2
+        err = capsys.readouterr().err
+        assert "Windows" in err and "Traceback" not in err
+    assert not voices.exists() or not any(voices.iterdir())
+
+
 def test_voices_dir_from_config(tmp_path, capsys):
     voices = tmp_path / "lib"
     cfg = tmp_path / "c.yaml"

@@ -273,6 +273,61 @@ def test_every_route_needs_the_key_except_discovery_and_health(server):
     assert checked >= 6  # speech, voice-clone, voices POST/DELETE, models, metrics
 
 
+def test_the_open_voice_list_shows_no_transcript_or_consent_without_the_key(server):
+    """Open WebUI lists voices without a key: it gets each voice's id and name; what the
+    speaker said in the clip and the consent record are for key holders (issue 38)."""
+    base, _, _ = server
+    secret = "My bank PIN is 4711."
+    r = upload(base, name="private-words", ref_text=secret, consent="consent-record-9")
+    assert r.status_code == 200, r.text
+    try:
+        for headers in ({}, {"Authorization": "Bearer wrong"}):
+            r = httpx.get(f"{base}/v1/audio/voices", headers=headers)
+            assert r.status_code == 200
+            assert secret not in r.text and "consent-record-9" not in r.text
+            body = r.json()
+            names = {v["id"]: v["name"] for v in body["voices"]}  # what Open WebUI reads
+            assert names["clone:private-words"] == "private-words (clone)"
+            assert body["uploaded_voices"] == []
+        full = httpx.get(f"{base}/v1/voices", headers=AUTH).json()
+        (mine,) = [v for v in full["uploaded_voices"] if v["name"] == "private-words"]
+        assert (mine["ref_text"], mine["consent"]) == (secret, "consent-record-9")
+    finally:
+        httpx.delete(f"{base}/v1/audio/voices/private-words", headers=AUTH)
+
+
+def test_without_a_configured_key_the_voice_list_has_every_detail(tmp_path):
+    settings = make_settings(tmp_path, device="cpu")
+    engines = {"cv": FakeEngine("custom_voice"), "clone": FakeEngine("base")}
+    with serve(settings, engines=engines) as (base, _):
+        data = {"name": "bob", "consent": "yes", "ref_text": "Hello there."}
+        clip = {"audio_sample": ("b.wav", wav_bytes(speech_clip(4.0)), "audio/wav")}
+        assert httpx.post(f"{base}/v1/audio/voices", data=data, files=clip).status_code == 200
+        (bob,) = httpx.get(f"{base}/v1/audio/voices").json()["uploaded_voices"]
+    assert (bob["name"], bob["ref_text"], bob["consent"]) == ("bob", "Hello there.", "yes")
+
+
+@pytest.mark.parametrize(
+    "method, path, status",
+    [("GET", "/static/nothing.js", 404), ("GET", "/static/..%2Fserver%2Fapp.py", 404),
+     ("GET", "/static/a/b.js", 404), ("POST", "/static/main.js", 405),
+     ("DELETE", "/static/nothing.js", 405)],
+)  # fmt: skip
+def test_the_pages_files_answer_errors_in_the_envelope(server, method, path, status):
+    base, _, _ = server
+    err = assert_envelope(httpx.request(method, f"{base}{path}"), status)
+    assert err["code"] == {404: "not_found", 405: "method_not_allowed"}[status]
+
+
+def test_the_pages_files_are_still_served(server):
+    from ownvoice.web import static_files
+
+    base, _, _ = server
+    for name in static_files():
+        r = httpx.get(f"{base}/static/{name}")
+        assert r.status_code == 200 and r.content == static_files()[name].read_bytes(), name
+
+
 def test_oversized_upload_waiting_for_100_continue_is_refused_at_once(server):
     """curl sends `Expect: 100-continue` for big uploads: the 413 must come before any body."""
     import socket

@@ -177,6 +177,48 @@ def test_names_cannot_escape_the_folder(tmp_path, name):
     assert tree(tmp_path) == set()
 
 
+# Windows refuses these as file or folder names (a device name, with any extension, in any
+# case; a trailing dot or space), or they hold characters it does not allow in names
+WINDOWS_REFUSES = [
+    "CON", "con", "nul", "Nul.txt", "aux.txt", "PRN", "COM1", "com9.tar.gz", "LPT9", "lpt0",
+    "CON .wav", "name.", "name...", "a. ", 'a"b', "a<b", "a>b", "a:b", "a|b", "a?b", "a*b",
+    "a\x01b", "a\x1fb", "a\tb",
+]  # fmt: skip
+WINDOWS_ACCEPTS = ["Console", "CONX", "COM10", "LPT", "my.con", "nul-voice", "auxiliary", "a.b"]
+
+
+@pytest.mark.parametrize("name", WINDOWS_REFUSES)
+def test_names_windows_cannot_use_are_refused_and_write_nothing(tmp_path, name):
+    lib = VoiceLibrary(tmp_path / "voices")
+    with pytest.raises(InvalidInput) as e:
+        lib.add(name, CLIP, ref_text="hi")
+    assert e.value.param == "name"
+    assert tree(tmp_path) == set()
+
+
+@pytest.mark.parametrize(
+    "name, problem",
+    [
+        ("CON", "Windows reserves 'CON' for a device"),
+        ("nul", "Windows reserves 'nul' for a device"),
+        ("aux.txt", "Windows reserves 'aux' for a device"),
+        ("COM1", "Windows reserves 'COM1' for a device"),
+        ("name.", "ends with '.', which Windows drops from folder names"),
+    ],
+)
+def test_the_refusal_of_a_windows_name_says_why(name, problem):
+    from ownvoice.service.library import validate_name
+
+    with pytest.raises(InvalidInput) as caught:
+        validate_name(name)
+    assert problem in str(caught.value)
+
+
+@pytest.mark.parametrize("name", WINDOWS_ACCEPTS)
+def test_names_that_only_look_like_windows_devices_are_kept(tmp_path, name):
+    assert VoiceLibrary(tmp_path).add(name, CLIP, ref_text="hi").name == name
+
+
 def test_remove(tmp_path):
     lib = VoiceLibrary(tmp_path)
     p = lib.add("eve", wav_bytes(speech_clip(4.0)), ref_text="hi")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 from fastapi.responses import FileResponse, Response
+from starlette.exceptions import HTTPException
 
 from ownvoice.web import CONTENT_TYPES, static_files
 
@@ -40,6 +41,6 @@ async def static(name: str) -> Response:
 
 def _file(name: str) -> Response:
     path = _FILES.get(name)
-    if path is None:
-        return Response("not found", status_code=404, media_type="text/plain", headers=HEADERS)
+    if path is None:  # answered in the error envelope, as every other refusal is
+        raise HTTPException(404, "no such file of the web page", headers=HEADERS)
     return FileResponse(path, media_type=CONTENT_TYPES[path.suffix], headers=HEADERS)

@@ -1,4 +1,5 @@
-"""The voice list (open, for Open WebUI) and the library: upload and delete cloned voices.
+"""The voice list (open, for Open WebUI; the library's details need the key when one is set)
+and the library: upload and delete cloned voices.
 
 GET /v1/voices and GET /v1/audio/voice-clone/capabilities answer as in the Qwen3-TTS OpenAI
 server, whose users' scripts and write-ups call them."""
@@ -15,9 +16,12 @@ from fastapi import APIRouter, Depends, Request
 from starlette.datastructures import UploadFile
 
 from ownvoice.errors import AudioError, InvalidInput
+from ownvoice.languages import KNOWN, NAMES
 from ownvoice.server.auth import require_api_key
+from ownvoice.server.errors import Unauthorized
 from ownvoice.server.protocol import (
     ERROR_RESPONSES,
+    NOT_BLANK,
     CloneCapabilities,
     VoiceListResponse,
     VoiceResource,
@@ -31,6 +35,7 @@ from ownvoice.service.library import (
     NAME_PATTERN,
     NAME_RULE,
     RESERVED_NAMES,
+    WINDOWS_DEVICES,
     check_voice_fields,
 )
 
@@ -51,13 +56,27 @@ async def list_voices(request: Request) -> dict:
     for w in state.service.pool.workers.values():
         if w.engine is not None:
             languages.update(w.engine.supported_languages)
-    profiles = await asyncio.to_thread(state.service.library.profiles)
+    # the route is open for Open WebUI, which reads only `voices` (ids and names); the library's
+    # details, what each speaker said in the clip and their consent, are for key holders
+    uploaded = []
+    if _has_key(request):
+        profiles = await asyncio.to_thread(state.service.library.profiles)
+        uploaded = [_uploaded(p) for p in profiles]
     return {
         "voices": voices,
         "languages": sorted(languages),
-        "uploaded_voices": [_uploaded(p) for p in profiles],
+        "uploaded_voices": uploaded,
         "reference_seconds": {"min": MIN_REF_SECONDS, "max": MAX_REF_SECONDS},
     }
+
+
+def _has_key(request: Request) -> bool:
+    """Whether the request may see what the key guards: it sends the key, or none is set."""
+    try:
+        require_api_key(request, None)
+    except Unauthorized:
+        return False
+    return True
 
 
 def _uploaded(profile) -> dict:
@@ -93,6 +112,20 @@ async def clone_capabilities(request: Request) -> dict:
 
 
 _FLAG = {"type": "string", "enum": ["true", "false"]}
+
+
+def _any_case(word: str) -> str:
+    """A JSON Schema pattern (no flags in its regex dialect) for `word` in any case."""
+    return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else c for c in word)
+
+
+# what the form's text fields lose to str.strip(), as a character class
+_SPACE = NOT_BLANK.replace("[^", "[", 1) + "*"
+# consent the server reads as a no (_NO, any case, spaces around)
+_NO_CONSENT = f"^{_SPACE}({'|'.join(_any_case(w) for w in _NO if w)}){_SPACE}$"
+# names Windows cannot hold (library.validate_name): a device name, with any extension, or an
+# ending "."
+_WINDOWS_NAME = f"^({'|'.join(_any_case(d) for d in sorted(WINDOWS_DEVICES))}) *(\\.|$)|\\.$"
 # the multipart body, read by hand (a file and text fields); FastAPI cannot infer it
 _UPLOAD_BODY = {
     "requestBody": {
@@ -106,7 +139,10 @@ _UPLOAD_BODY = {
                         "name": {
                             "type": "string",
                             "pattern": NAME_PATTERN,
-                            "description": f"{NAME_RULE}; not one of {sorted(RESERVED_NAMES)}",
+                            "not": {"pattern": _WINDOWS_NAME},
+                            "description": f"{NAME_RULE}; not one of {sorted(RESERVED_NAMES)},"
+                            " nor a name Windows refuses (CON, NUL, COM1, aux.txt, ..., or one "
+                            "ending in '.')",
                         },
                         "audio_sample": {
                             "type": "string",
@@ -118,6 +154,8 @@ _UPLOAD_BODY = {
                             "type": "string",
                             "minLength": 1,
                             "maxLength": MAX_CONSENT_CHARS,
+                            "pattern": NOT_BLANK,
+                            "not": {"pattern": _NO_CONSENT},
                             "description": "The speaker agreed to be cloned: true, or an id",
                         },
                         "ref_text": {
@@ -128,7 +166,8 @@ _UPLOAD_BODY = {
                         "language": {
                             "type": "string",
                             "maxLength": MAX_LANGUAGE_CHARS,
-                            "description": "Language name or code (English, en, zh, ...)",
+                            "enum": sorted({*KNOWN, *NAMES}),
+                            "description": "Language name or code (english, en, zh, ...)",
                         },
                         "x_vector_only_mode": _FLAG,
                     },
