@@ -116,3 +116,34 @@ def test_the_seed_bounds_are_exact_integers(server):
         ).is_valid(body)
         r = httpx.post(f"{base}/v1/audio/speech", json=body, timeout=30)
         assert valid == taken and (r.status_code == 200) == taken, (value, r.text)
+
+
+UPLOADS = [  # the upload form's text fields (the clip is a real one in every case)
+    {"name": "anna", "consent": "false"},
+    {"name": "anna", "consent": " No "},
+    {"name": "anna", "consent": "\u0085"},
+    {"name": "anna", "consent": "consent-2026-12"},
+    {"name": "CON", "consent": "true"},
+    {"name": "aux.txt", "consent": "true"},
+    {"name": "anna.", "consent": "true"},
+    {"name": "Console", "consent": "true"},
+    {"name": "anna", "consent": "true", "language": "klingon"},
+    {"name": "anna", "consent": "true", "language": "en"},
+]
+
+
+@pytest.mark.parametrize("fields", UPLOADS)
+def test_the_upload_form_and_the_server_agree(server, fields):
+    """The multipart upload's schema (written by hand in routes/voices.py) says what the server
+    takes: a consent that reads as a no, a name Windows cannot hold, an unknown language."""
+    base, doc = server
+    body = doc["paths"]["/v1/audio/voices"]["post"]["requestBody"]["content"]
+    schema = body["multipart/form-data"]["schema"]
+    valid = jsonschema.Draft202012Validator(schema).is_valid({**fields, "audio_sample": "clip"})
+    assert valid == jsonschema_rs.validator_for(schema).is_valid({**fields, "audio_sample": "c"})
+    files = {"audio_sample": ("clip.wav", wav_bytes(speech_clip(4.0)), "audio/wav")}
+    r = httpx.post(f"{base}/v1/audio/voices", data=fields, files=files, timeout=30)
+    assert r.status_code in (200, 201, 400), r.text
+    assert valid == (r.status_code < 300), (fields, r.text)
+    if r.status_code < 300:
+        httpx.delete(f"{base}/v1/audio/voices/{r.json()['id']}", timeout=30)
