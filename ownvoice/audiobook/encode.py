@@ -11,8 +11,6 @@ Knows nothing about chunks or synthesis (PyAV, with its bundled FFmpeg, does the
 from __future__ import annotations
 
 import io
-import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
@@ -20,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ownvoice.audiobook.files import put_in_place, temporary_beside
 from ownvoice.errors import InvalidInput
 
 # format -> (container, codec, default bit rate, file extension)
@@ -95,8 +94,7 @@ def write_audio(
     container_format, codec, default_rate = FORMATS[fmt]
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    os.close(fd)
+    tmp = temporary_beside(target)
     options = {"brand": "M4B ", "movflags": "+faststart"} if fmt == "m4b" else {}
     try:
         with av.open(tmp, "w", format=container_format, options=options) as out:
@@ -112,7 +110,7 @@ def write_audio(
                 packet.stream, packet.pts, packet.dts = cover, 0, 0
                 out.mux(packet)
             _encode(av, out, stream, blocks, sample_rate)
-        os.replace(tmp, target)
+        put_in_place(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

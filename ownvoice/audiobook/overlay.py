@@ -16,7 +16,6 @@ synthesis.
 
 from __future__ import annotations
 
-import os
 import tempfile
 import uuid
 import zipfile
@@ -30,6 +29,7 @@ import numpy as np
 
 from ownvoice.audiobook.document import Book
 from ownvoice.audiobook.encode import Tags, write_audio
+from ownvoice.audiobook.files import put_in_place, temporary_beside
 from ownvoice.audiobook.plan import PlannedChunk
 from ownvoice.audiobook.subtitles import Cue
 
@@ -93,8 +93,7 @@ def write_overlay(
     target.parent.mkdir(parents=True, exist_ok=True)
     tape = _Tape(iter(blocks))
     with tempfile.TemporaryDirectory(prefix="ownvoice-overlay-") as scratch:
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-        os.close(fd)
+        tmp = temporary_beside(target)
         try:
             with zipfile.ZipFile(tmp, "w") as z:
                 # the OCF rule: "mimetype" first, stored, no extra field
@@ -116,7 +115,7 @@ def write_overlay(
                 z.writestr("OEBPS/nav.xhtml", _nav(parts, language), zipfile.ZIP_DEFLATED)
                 z.writestr("OEBPS/content.opf", _opf(book, parts, durations, language),
                            zipfile.ZIP_DEFLATED)  # fmt: skip
-            os.replace(tmp, target)
+            put_in_place(tmp, target)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
+from ownvoice.audiobook.files import put_in_place
 from ownvoice.errors import InvalidInput
 
 KEY_VERSION = 1
@@ -141,7 +142,7 @@ def _atomic(path: Path, write) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
-        os.replace(tmp, path)
+        put_in_place(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -20,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "book",
         help="turn a long text or an EPUB into one audio file",
         description=__doc__,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_DefaultsHelp,
     )
     p.add_argument("input", help="a .txt, .md, .epub, .html, .docx or .pdf file, or '-' (stdin)")
     p.add_argument("-o", "--output", help="output file: .mp3 .m4b .opus .flac .wav")
@@ -103,16 +103,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--report-json", help="also write the final report as JSON here")
 
     a = p.add_argument_group("sound")
-    # unset flags keep BookOptions' and Pauses' own defaults (one source, stated in the README
-    # and checked against the CLI's output by tests/audiobook/test_cli_defaults.py); they are
-    # filled in run(), so building the parser does not import the audiobook package
-    a.add_argument("--target-lufs", type=float, help="loudness of every chunk, LUFS")
-    a.add_argument("--peak", type=float, help="true-peak ceiling, dBTP (ACX: -3)")
-    a.add_argument("--pause-sentence", type=float, help="seconds between chunks of a paragraph")
-    a.add_argument("--pause-paragraph", type=float, help="seconds between paragraphs")
-    a.add_argument("--pause-chapter", type=float, help="seconds between chapters")
-    a.add_argument("--head", type=float, help="silence before the first chunk")
-    a.add_argument("--tail", type=float, help="silence after the last chunk")
+    # unset flags keep BookOptions' and Pauses' own defaults (one source, stated in the README;
+    # tests/audiobook/test_cli_defaults.py holds the README, this help and the output to them);
+    # they are filled in run(), so building the parser does not import the audiobook package
+    a.add_argument("--target-lufs", type=float, help="loudness of every chunk, LUFS (default: -18)")
+    a.add_argument("--peak", type=float, help="true-peak ceiling, dBTP; ACX: -3 (default: -1)")
+    a.add_argument("--pause-sentence", type=float,
+                   help="seconds between chunks of a paragraph (default: 0.35)")  # fmt: skip
+    a.add_argument("--pause-paragraph", type=float,
+                   help="seconds between paragraphs (default: 0.8)")  # fmt: skip
+    a.add_argument("--pause-chapter", type=float, help="seconds between chapters (default: 2)")
+    a.add_argument("--head", type=float, help="silence before the first chunk (default: 0.5)")
+    a.add_argument("--tail", type=float, help="silence after the last chunk (default: 1)")
 
     o = p.add_argument_group("output")
     o.add_argument(
@@ -133,6 +135,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     o.add_argument("--author", help="author tag (default: from the book)")
     o.add_argument("--cover", help="cover image, .jpg or .png (default: the EPUB's)")
     p.set_defaults(func=run)
+
+
+class _DefaultsHelp(argparse.ArgumentDefaultsHelpFormatter):
+    """Each flag's default in its help, but not "(default: None)" for a flag whose default is
+    decided later (from -o, the model, BookOptions): its help says what it is."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.default is None or "default" in (action.help or ""):
+            return action.help or ""
+        return super()._get_help_string(action)
 
 
 def run(args: argparse.Namespace) -> int:

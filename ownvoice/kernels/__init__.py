@@ -1,10 +1,11 @@
 """Our CPU kernels of the decode loop (cpu_ops.cpp), compiled on first use and cached.
 
 torch.utils.cpp_extension builds them with the system C++ compiler into torch's extension cache
-(~/.cache/torch_extensions), once per machine and source version. torch guards a build with a
-`lock` file that a killed build (Ctrl-C during the first start) leaves behind, and every later
-start would then wait for it forever; so builds take an flock of our own first (the system
-drops it when its process dies), under which any `lock` file left is stale and removed. Without a compiler, on a CPU
+(~/.cache/torch_extensions), once per environment and source version (`build_name`), and says so
+in the log (a first build takes minutes). torch guards a build with a `lock` file that a killed
+build (Ctrl-C during the first start) leaves behind, and every later start would then wait for
+it forever; so builds take an flock of our own first (the system drops it when its process
+dies), under which any `lock` file left is stale and removed. Without a compiler, on a CPU
 without AVX2/FMA, or with OWNVOICE_NO_KERNELS=1, `cpu_kernels()` returns None and callers keep
 torch's own ops.
 """
@@ -60,32 +61,85 @@ def cpu_kernels():
         return _state["module"]
 
 
-def _build():
-    from torch.utils.cpp_extension import get_default_build_root, load
+CFLAGS = ["-O3", "-mavx2", "-mfma", "-fopenmp"]
+LDFLAGS = ["-fopenmp"]
+
+
+def build_inputs() -> dict[str, bytes]:
+    """Everything that makes two builds differ: the sources' contents, torch (its version, and
+    where it is installed: its headers and ABI), Python, the compiler and the flags. (Not where
+    the sources are: they are built from a copy in the build folder, so two checkouts of one
+    version in one environment share a build.)"""
+    import sys
+
+    import torch
 
     here = Path(__file__).parent
-    sources = [here / name for name in SOURCES]
-    # the name carries the sources' hash: an edited kernel never reuses a stale build
-    digest = hashlib.sha256(
-        b"".join(f.read_bytes() for f in sorted(here.glob("*.[ch]*")) if f.suffix in (".cpp", ".h"))
-    ).hexdigest()[:12]
-    name = f"ownvoice_cpu_ops_{digest}"
+    return {
+        "sources": b"".join(
+            f.read_bytes() for f in sorted(here.glob("*.[ch]*")) if f.suffix in (".cpp", ".h")
+        ),
+        "torch": f"{torch.__version__} {Path(torch.__file__).resolve().parent}".encode(),
+        "python": f"{sys.version} {sys.abiflags}".encode(),
+        "compiler": os.environ.get("CXX", "c++").encode(),
+        "flags": " ".join(CFLAGS + LDFLAGS).encode(),
+    }
+
+
+def build_name(inputs: dict[str, bytes] | None = None) -> str:
+    """The build's folder in the cache, named by a hash of its inputs: two environments on one
+    machine (a checkout's .venv and another checkout, a pipx install) each keep their own build
+    instead of rebuilding over each other's (minutes per model load), and an edited kernel never
+    reuses a stale build."""
+    inputs = inputs or build_inputs()
+    digest = hashlib.sha256(b"\0".join(inputs[k] for k in sorted(inputs))).hexdigest()[:12]
+    return f"ownvoice_cpu_ops_{digest}"
+
+
+def _build():
+    import time
+
+    from torch.utils.cpp_extension import get_default_build_root, load
+
     try:
+        name = build_name()
         root = os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()  # as torch
         build_dir = Path(root) / name
         build_dir.mkdir(parents=True, exist_ok=True)
         with open(build_dir / "ownvoice.lock", "w") as held:
             fcntl.flock(held, fcntl.LOCK_EX)  # another process building it: wait for it
             (build_dir / "lock").unlink(missing_ok=True)  # torch's, left by a killed build
+            sources = _copy_sources(build_dir / "src")
+            built = (build_dir / f"{name}.so").exists()
+            if not built:  # minutes of silence otherwise, on a first start
+                log.info(
+                    "building the CPU kernels in %s (first start of this environment only; "
+                    "about 2 minutes on 2 cores)", build_dir,
+                )  # fmt: skip
+            t0 = time.monotonic()
             module = load(
                 name=name,
                 sources=[str(f) for f in sources],
                 build_directory=str(build_dir),
-                extra_cflags=["-O3", "-mavx2", "-mfma", "-fopenmp"],
-                extra_ldflags=["-fopenmp"],
+                extra_cflags=CFLAGS,
+                extra_ldflags=LDFLAGS,
                 verbose=False,
             )
+            if not built:
+                log.info("CPU kernels built in %.0f s", time.monotonic() - t0)
     except Exception as e:  # no compiler, no headers, no ninja: the torch ops still work
         log.warning("could not build the CPU kernels (%s); decoding uses torch's slower ops", e)
         return None
     return module
+
+
+def _copy_sources(to: Path) -> list[Path]:
+    """The sources, copied once into the build folder (whose name carries their hash), so that
+    ninja's build file names the same paths whichever checkout asks: a path that changed would
+    rebuild everything."""
+    here = Path(__file__).parent
+    to.mkdir(exist_ok=True)
+    for f in here.iterdir():
+        if f.suffix in (".cpp", ".h") and not (to / f.name).exists():
+            (to / f.name).write_bytes(f.read_bytes())
+    return [to / name for name in SOURCES]

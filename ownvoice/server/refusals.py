@@ -11,8 +11,10 @@ with the reason read from the error envelope that goes to the client, and the vo
 read from the JSON body. The body itself, the API key and other headers are never logged: only
 the voice and model are read from the body (cut to 80 characters); a body that is not JSON, or
 that is nested deeper than the parser goes (`[[[[...`), names neither.
-Identical refusals repeated within REPEAT_WINDOW_S are counted and summarised, not logged each
-time. Every response carries `x-request-id` (the client's own, when it sent a sane one), which
+An identical refusal repeated within REPEAT_WINDOW_S gets a short line that keeps its own id
+and points at the full one (`refused 400 POST /v1/audio/speech id=9d1e0c2f: as id=3f9c2a1b`), so
+a client's request id is always found and a flood does not repeat the reason. `/ready`'s 503
+while the models load is part of a normal start: logged at INFO. Every response carries `x-request-id` (the client's own, when it sent a sane one), which
 the per-request speech log line repeats and an error envelope carries as `error.request_id`.
 """
 
@@ -43,7 +45,7 @@ class RefusalLog:
 
     def __init__(self, app):
         self.app = app
-        self._recent: dict[tuple, list] = {}  # key -> [first logged at, repeats since]
+        self._recent: dict[tuple, tuple[float, str]] = {}  # key -> (logged at, its id)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -116,24 +118,28 @@ class RefusalLog:
         path = _short(scope.get("path", ""), 200)
         key = (status, scope.get("method"), path, code, param, message, *asked.values())
         now = time.monotonic()
+        head = f"refused {status} {scope.get('method')} {path} id={rid}"
+        level = _level(status, path)
         seen = self._recent.get(key)
         if seen is not None and now - seen[0] < REPEAT_WINDOW_S:
-            seen[1] += 1  # said a moment ago: count it, say it again after the window
+            log.log(level, f"{head}: as id={seen[1]}")  # said a moment ago: the id, not the why
             return
-        repeats = seen[1] if seen is not None else 0
         if len(self._recent) > 512:
             self._recent.clear()
-        self._recent[key] = [now, 0]
-        fields = [f"refused {status} {scope.get('method')} {path} id={rid}"]
+        self._recent[key] = (now, rid)
+        fields = [head]
         if code:
             fields.append(f"code={code}")
         if param:
             fields.append(f"param={param}")
         fields += [f"{k}={v!r}" for k, v in asked.items()]
-        line = " ".join(fields) + f": {_short(message, 500)}"
-        if repeats:
-            line += f" (and {repeats} more like it in the last {REPEAT_WINDOW_S:g} s)"
-        log.log(logging.ERROR if status >= 500 else logging.WARNING, line)
+        log.log(level, " ".join(fields) + f": {_short(message, 500)}")
+
+
+def _level(status: int, path: str) -> int:
+    if status == 503 and path == "/ready":  # the models are loading: a normal start
+        return logging.INFO
+    return logging.ERROR if status >= 500 else logging.WARNING
 
 
 def _is_json(headers) -> bool:

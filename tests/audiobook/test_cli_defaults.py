@@ -100,3 +100,27 @@ def test_each_sound_flag_sets_its_option_and_the_rest_keep_theirs():
     for flag, field in pauses.items():
         got = book_options(build_parser().parse_args([*base, flag, "7.5"]))
         assert got == BookOptions(pauses=Pauses(**{field: 7.5})), flag
+
+
+def test_the_help_states_the_defaults_the_book_uses_and_the_readme_promises(capsys):
+    """`ownvoice book --help` says each sound flag's real default (no "(default: None)"), the
+    same as BookOptions' and Pauses', and as the README's."""
+    from ownvoice.audiobook import BookOptions, Pauses
+
+    with pytest.raises(SystemExit):
+        main(["book", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: None)" not in text
+
+    def said(flag: str) -> float:
+        m = re.search(rf"{flag} [A-Z_]+ [^()\[\]]*\(default: (-?[\d.]+)\)", text)
+        assert m, flag
+        return float(m.group(1))
+
+    book, pauses, want = BookOptions(), Pauses(), promised()
+    assert said("--target-lufs") == book.target_lufs == want["lufs"]
+    assert said("--peak") == book.peak_dbtp == want["peak"]
+    assert said("--pause-sentence") == pauses.sentence == want["sentence"]
+    assert said("--pause-paragraph") == pauses.paragraph == want["paragraph"]
+    assert said("--pause-chapter") == pauses.chapter == want["chapter"]
+    assert said("--head") == pauses.head and said("--tail") == pauses.tail

@@ -8,6 +8,7 @@ import pytest
 from av.stream import Disposition
 
 from ownvoice.audiobook.encode import ChapterMark, Tags, output_format, read_chapters, write_audio
+from ownvoice.audiobook.files import _umask
 from ownvoice.cli import main
 from ownvoice.errors import InvalidInput
 from tests.audiobook import epub_builder as eb
@@ -129,6 +130,9 @@ def test_every_format_decodes_to_the_same_length(tmp_path, fmt, suffix):
         assert {k.lower(): v for k, v in meta.items()}.get("title") == "T"
     if fmt in ("mp3", "opus"):
         assert [c[0] for c in read_chapters(str(path))] == ["One", "Two"]
+    # readable by others as a plain open() would make it (a media server runs as another user),
+    # not mkstemp's private 0600
+    assert path.stat().st_mode & 0o777 == 0o666 & ~_umask()
 
 
 def test_a_failed_encode_leaves_no_partial_file(tmp_path):

@@ -1,10 +1,10 @@
-"""The CPU kernels' build cache survives a build that was killed half-way (Ctrl-C during the
-first start): torch leaves its `lock` file behind, and the next start must not wait for it."""
+"""The CPU kernels' build cache: it survives a build that was killed half-way (Ctrl-C during the
+first start: torch leaves its `lock` file behind, and the next start must not wait for it); each
+environment keeps its own build; a first build says so in the log."""
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,22 +14,64 @@ import pytest
 from ownvoice.kernels import cpu_kernels
 
 
-def test_a_lock_left_by_a_killed_build_does_not_hang_the_next_start(tmp_path):
+def test_a_lock_left_by_a_killed_build_does_not_hang_the_next_start():
     module = cpu_kernels()
     if module is None:
         pytest.skip("no CPU kernels on this machine (no AVX2 or no compiler)")
     built = Path(module.__file__).parent
-    cache = tmp_path / "torch_extensions"
-    shutil.copytree(built, cache / built.name)  # a finished build, then a killed rebuild:
-    (cache / built.name / "lock").touch()  # torch's lock file, never removed
+    (built / "lock").touch()  # a finished build, then a killed rebuild: torch's lock, left
     code = "from ownvoice.kernels import cpu_kernels; print(cpu_kernels().__file__)"
-    env = {**os.environ, "TORCH_EXTENSIONS_DIR": str(cache)}
     try:
         out = subprocess.run(
-            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
-        )
+            [sys.executable, "-c", code], env=os.environ, capture_output=True, text=True,
+            timeout=120,
+        )  # fmt: skip
     except subprocess.TimeoutExpired:
         pytest.fail("the kernels waited for a lock nobody holds")
     assert out.returncode == 0, out.stderr
-    assert Path(out.stdout.strip()).is_relative_to(cache)
-    assert not (cache / built.name / "lock").exists()
+    assert Path(out.stdout.strip()) == Path(module.__file__)
+    assert not (built / "lock").exists()
+
+
+def test_each_environment_keeps_its_own_build():
+    """Two environments on one machine (a .venv and a pipx install, two torch versions) must not
+    share a build folder: torch's build file names torch's headers and flags, so each would
+    rebuild over the other's at every model load (minutes). The folder's name changes with each
+    input that makes builds differ, and only with them."""
+    from ownvoice.kernels import build_inputs, build_name
+
+    inputs = build_inputs()
+    assert set(inputs) == {"sources", "torch", "python", "compiler", "flags"}
+    assert build_name() == build_name(inputs) == build_name(build_inputs())  # stable
+    names = {build_name({**inputs, key: inputs[key] + b"-other"}) for key in inputs}
+    assert len(names) == len(inputs) and build_name(inputs) not in names
+
+
+def test_a_first_build_says_so_in_the_log(tmp_path, monkeypatch, caplog):
+    """A first start compiles for minutes: the log says so when it begins and ends, instead of
+    staying silent between "Uvicorn running" and "ready"; a start that finds its build says
+    nothing. (torch's compiler call is replaced: what is tested is what we log around it.)"""
+    import logging
+
+    import torch.utils.cpp_extension
+
+    from ownvoice import kernels
+
+    def load(name, build_directory, **_):
+        (Path(build_directory) / f"{name}.so").touch()  # what a build leaves
+        return "module"
+
+    monkeypatch.setattr(torch.utils.cpp_extension, "load", load)
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    with caplog.at_level(logging.INFO, logger="ownvoice.kernels"):
+        assert kernels._build() == "module"
+        first = list(caplog.messages)
+        caplog.clear()
+        copies = sorted((tmp_path / kernels.build_name() / "src").iterdir())
+        stamps = [f.stat().st_mtime_ns for f in copies]
+        assert kernels._build() == "module"
+    # the sources are copied once: a rewrite would make ninja rebuild everything
+    assert [f.stat().st_mtime_ns for f in copies] == stamps and len(copies) >= len(kernels.SOURCES)
+    assert len(first) == 2 and first[0].startswith("building the CPU kernels in "), first
+    assert "first start" in first[0] and first[1].startswith("CPU kernels built in "), first
+    assert not caplog.messages  # found built: nothing to say

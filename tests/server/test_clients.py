@@ -21,6 +21,7 @@ list (no discovery); any refusal reaches the page as a toast "Internal Server Er
 
 from __future__ import annotations
 
+import asyncio
 import io
 import logging
 import re
@@ -264,13 +265,41 @@ def test_every_refusal_is_logged_with_its_reason(clients_server, caplog):
     assert len(refused) == 4  # one line each, and no second "speech 400" line
 
 
-def test_repeated_refusals_are_summarised_not_repeated(clients_server, caplog):
+def test_repeated_refusals_keep_their_ids_and_say_the_reason_once(clients_server, caplog):
     base, _, _ = clients_server
     with caplog.at_level(logging.INFO, logger="ownvoice"):
-        for _ in range(5):
-            owui_speech(base, "tts-1", "Somebody Else")
-    refused = [m for m in caplog.messages if "Somebody Else" in m]
-    assert len(refused) == 1, refused
+        ids = [owui_speech(base, "tts-1", "Somebody Else").headers["x-request-id"]
+               for _ in range(5)]  # fmt: skip
+    refused = [m for m in caplog.messages if m.startswith("refused 400 POST /v1/audio/speech")]
+    assert sum("Somebody Else" in m for m in refused) == 1, refused  # the reason, once
+    for rid in ids[1:]:  # every request's id is in the log, pointing at the first's line
+        assert any(m.endswith(f"id={rid}: as id={ids[0]}") for m in refused), refused
+
+
+def test_the_ready_probe_during_a_start_is_not_an_error(tmp_path, caplog):
+    """/ready answers 503 while the models load: a normal start, logged at INFO, not ERROR."""
+    from ownvoice.server.refusals import RefusalLog
+
+    async def ready_503(scope, receive, send):
+        await send({"type": "http.response.start", "status": 503,
+                    "headers": [(b"content-type", b"application/json")]})  # fmt: skip
+        await send({"type": "http.response.body", "body": b'{"status": "loading"}'})
+
+    async def probe(path: str):
+        async def receive():
+            return {"type": "http.request", "body": b""}
+
+        async def send(message):
+            pass
+
+        scope = {"type": "http", "method": "GET", "path": path, "headers": []}
+        await RefusalLog(ready_503)(scope, receive, send)
+
+    with caplog.at_level(logging.DEBUG, logger="ownvoice.server"):
+        asyncio.run(probe("/ready"))
+        asyncio.run(probe("/v1/audio/speech"))
+    levels = {r.getMessage().split()[3]: r.levelname for r in caplog.records}
+    assert levels == {"/ready": "INFO", "/v1/audio/speech": "ERROR"}, levels
 
 
 def test_a_client_request_id_is_kept(clients_server):
