@@ -380,13 +380,17 @@ def check_models(p: Probe, expect_gpu: bool, config: ConfigFacts) -> list[Findin
         else:
             size = f"about {_model_bytes(m) / 1e9:.1f} GB"
             fetch = f"`hf download {m.source}` (in the container: `docker compose exec ownvoice hf download {m.source}`)"
-            if p.hf_offline:
+            if p.hf_offline or p.hub_reachable is False:
+                why = "HF_HUB_OFFLINE is set" if p.hf_offline else "the Hub cannot be reached"
                 out.append(
                     Finding(
                         "model-not-cached",
                         Severity.ERROR,
-                        f"{m.source} is not in the Hugging Face cache ({p.hf_cache}) and HF_HUB_OFFLINE is set",
-                        f"download it once with network access: {fetch}, or unset HF_HUB_OFFLINE",
+                        f"{m.source} is not in the Hugging Face cache ({p.hf_cache}) and {why}: "
+                        "the server cannot load it here",
+                        f"download it once with network access: {fetch}; or point the server at "
+                        "a checkpoint folder you have (`ownvoice serve --model DIR`, or "
+                        "models.<name>.source: DIR in the config)",
                     )
                 )
             else:

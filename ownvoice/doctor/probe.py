@@ -100,6 +100,8 @@ class Probe:
     models: tuple[CachedModel, ...] = ()
     hf_cache: str = ""
     hf_offline: bool = False
+    # whether the Hub answers, asked only when a hub model is not cached (None: not asked)
+    hub_reachable: bool | None = None
 
     def node(self, path: str) -> DeviceNode | None:
         return next((n for n in self.nodes if n.path == path), None)
@@ -129,6 +131,8 @@ def collect_probe(models: Sequence[str] = ()) -> Probe:
     """Read this machine: torch build and devices, device nodes, groups, environment, models."""
     env = {k: os.environ[k] for k in ENV_VARS if k in os.environ}
     hf_cache, hf_offline = _hf_settings()
+    cached = tuple(_model_cache(m) for m in models)
+    to_download = any(not m.present and not m.local for m in cached)
     return Probe(
         **_torch_facts(),
         nodes=_device_nodes(),
@@ -139,10 +143,26 @@ def collect_probe(models: Sequence[str] = ()) -> Probe:
         in_container=_in_container(),
         env=env,
         **_cpu_facts(),
-        models=tuple(_model_cache(m) for m in models),
+        models=cached,
         hf_cache=hf_cache,
         hf_offline=hf_offline,
+        hub_reachable=hub_reachable() if to_download and not hf_offline else None,
     )
+
+
+def hub_reachable(timeout_s: float = 3.0) -> bool:
+    """Whether a TCP connection to the Hub (HF_ENDPOINT, default huggingface.co) opens: a
+    machine without it cannot download a model at its first start, whatever HF_HUB_OFFLINE says."""
+    import socket
+    from urllib.parse import urlsplit
+
+    url = urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((url.hostname, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
 
 
 def _cpu_facts() -> dict:

@@ -307,6 +307,46 @@ def test_model_not_cached_offline_is_an_error():
     assert report.verdict.startswith("PROBLEM: 1 problem(s)")
 
 
+def test_model_not_cached_on_a_machine_without_the_hub_is_an_error():
+    """Offline without HF_HUB_OFFLINE: the first start could not download it, so not OK."""
+    probe = replace(
+        healthy_cuda(),
+        hub_reachable=False,
+        models=(CachedModel(CV, local=False, present=False, detail="missing 8 files"),),
+    )
+    report = run_checks(True, [CV], probe)
+    f = finding(report, "model-not-cached")
+    assert f.severity is Severity.ERROR and "cannot be reached" in f.message
+    assert "--model DIR" in f.fix and f"hf download {CV}" in f.fix
+    assert not report.ok
+
+
+def test_the_hub_is_asked_only_for_a_model_to_download(monkeypatch, tmp_path):
+    """The probe asks whether the Hub answers (HF_ENDPOINT) only when a hub model is missing."""
+    import socket
+
+    from ownvoice.doctor import probe as probe_module
+
+    listening = socket.create_server(("127.0.0.1", 0))
+    closed = socket.create_server(("127.0.0.1", 0))
+    closed_port = closed.getsockname()[1]
+    closed.close()
+    try:
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{listening.getsockname()[1]}")
+        assert probe_module.hub_reachable(1.0) is True
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{closed_port}")
+        assert probe_module.hub_reachable(1.0) is False
+    finally:
+        listening.close()
+    monkeypatch.setattr(probe_module, "_hf_settings", lambda: (str(tmp_path), False))
+    asked = []
+    monkeypatch.setattr(probe_module, "hub_reachable", lambda: asked.append(1) or False)
+    assert probe_module.collect_probe([str(tmp_path)]).hub_reachable is None  # a folder: no
+    assert not asked
+    assert probe_module.collect_probe(["Qwen/Not-Cached-Here"]).hub_reachable is False
+    assert asked == [1]
+
+
 def test_local_model_folder_missing_is_an_error():
     probe = replace(
         healthy_cuda(),
