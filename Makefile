@@ -35,15 +35,23 @@ $(VENV)/.torch: $(VENV)/bin/python
 	$(VENV)/bin/python -c "import torch" 2>/dev/null || $(PIP) install $(TORCH_SPEC)
 	touch $@
 
-install: $(VENV)/.torch
+# Installs run again only when the dependency files changed (stamp files in .venv), so a
+# set-up machine starts offline: the editable install fetches its build backend each time.
+install: $(VENV)/.installed
+
+install-test: $(VENV)/.installed-test
+
+$(VENV)/.installed: $(VENV)/.torch pyproject.toml Makefile
 	$(PIP) install -q -e ".[server,book]"
+	touch $@
 
 # The official reference package (parity tests only) is installed without its dependencies:
 # it would pull gradio, and its 25 Hz code imports sox/onnxruntime/torchaudio, which the tests
-# replace with inert stubs (tests/reference/stubs).
-install-test: $(VENV)/.torch
+# replace with inert stubs (tests/reference/stubs). The test extras hold the server's.
+$(VENV)/.installed-test: $(VENV)/.torch pyproject.toml Makefile
 	$(PIP) install -q -e ".[server,book,test]"
 	$(PIP) install -q --no-deps qwen-tts==0.1.1
+	touch $@ $(VENV)/.installed
 
 clean:
 	rm -rf $(VENV)
