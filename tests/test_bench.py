@@ -66,6 +66,19 @@ def test_bench_reports_the_split_rtf_first_audio_memory_and_quantized_quality(
     assert "avx2" in result["cpu"]["flags"]
     assert "code agreement" in table and "ms/frame" in table and "growth" in table
     assert "integer kernels: " in table and "log-mel distance" in table
+    assert "less than their sum when the decoder overlaps" in table  # why columns don't add up
+    machine = result["machine"]
+    assert machine["cpus"] >= 1 and machine["load"] is not None
+
+
+def test_a_busy_machine_is_said_under_the_table():
+    """Figures measured while other processes held the cores say so, with the load average."""
+    from ownvoice.bench.common import busy_warning
+
+    assert busy_warning({"load": 0.4, "cpus": 2}) is None
+    assert busy_warning({"load": None, "cpus": 2}) is None
+    line = busy_warning({"load": 3.2, "cpus": 2})
+    assert "busy" in line and "load average 3.2 on 2 usable CPUs" in line
 
 
 @needs_kernels

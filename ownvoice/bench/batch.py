@@ -19,7 +19,7 @@ import time
 import numpy as np
 import torch
 
-from ownvoice.bench.common import TEXT, peak_rss_bytes, sync, voice_for
+from ownvoice.bench.common import TEXT, busy_warning, peak_rss_bytes, sync, voice_for
 
 
 def run_batch(spec: dict) -> dict:
@@ -204,4 +204,5 @@ def format_batch_table(result: dict) -> str:
         "decoder: time spent decoding (with overlap, on the worker beside the generation); "
         "overlap 'batches': beside the generation while two or more rows play"
     )
-    return "\n".join(lines)
+    warning = busy_warning(result.get("machine"))
+    return "\n".join([*lines, warning] if warning else lines)

@@ -24,6 +24,38 @@ def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+# why the phase columns need not add up to the total
+PHASES_LEGEND = (
+    "talker, code pred and decoder: ms per frame in each phase; ms/frame (or ms/step) is the "
+    "wall time, less than their sum when the decoder overlaps generation on another thread "
+    "(overlap on), more by the loop's own work"
+)
+
+
+def machine_load() -> dict:
+    """The 1-minute load average and the CPUs this process may use, read before a benchmark
+    starts: other processes' load (a busy machine made figures 8x worse, unsaid)."""
+    from ownvoice.threads import _affinity
+
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = None
+    return dict(load=load, cpus=len(_affinity()))
+
+
+def busy_warning(machine: dict | None) -> str | None:
+    """A line for the table when the machine was busy (the doctor's rule: load >= 3/4 of the
+    usable CPUs), else None."""
+    if not machine or machine.get("load") is None or machine["load"] < 0.75 * machine["cpus"]:
+        return None
+    return (
+        f"warning: the machine was busy before the benchmark began (load average "
+        f"{machine['load']:.1f} on {machine['cpus']} usable CPUs): these figures are slower "
+        "than this machine can do; run it again when it is quiet"
+    )
+
+
 def sync(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()

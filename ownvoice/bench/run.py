@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ownvoice.bench.common import PHASES_LEGEND, busy_warning, machine_load
+
 
 @dataclass(frozen=True)
 class BenchSpec:
@@ -123,6 +125,7 @@ def format_cpu(cpu: dict) -> str:
 
 def run_batch_bench(spec: BenchSpec, log=print) -> dict:
     """One process per batch size, in this command; the best of `repeat` rounds per size."""
+    machine = machine_load()
     rows: dict[tuple, dict] = {}
     keys = [(mode, b) for mode in spec.overlap for b in spec.batch]
     for round_ in range(spec.repeat):
@@ -136,10 +139,12 @@ def run_batch_bench(spec: BenchSpec, log=print) -> dict:
         spec=spec.__dict__,
         bandwidth_gbs=bandwidth / 1e9,
         batch_rows=[rows[k] for k in keys],
+        machine=machine,
     )
 
 
 def run_bench(spec: BenchSpec, log=print) -> dict:
+    machine = machine_load()
     sides = []
     for name, extra in _overlap_sides(spec, "ownvoice", {}):
         sides.append((name, "ownvoice", extra))
@@ -163,7 +168,8 @@ def run_bench(spec: BenchSpec, log=print) -> dict:
             gen_s = (r.get("talker_ms", 0) + r.get("code_predictor_ms", 0)) / 1e3
             r["floor_ms"] = 1e3 * r["bytes_per_frame"] / bandwidth
             r["floor_fraction"] = r["floor_ms"] / 1e3 / gen_s if gen_s else None
-    out = dict(spec=spec.__dict__, cpu=cpu_report(), bandwidth_gbs=bandwidth / 1e9, rows=rows)
+    out = dict(spec=spec.__dict__, cpu=cpu_report(), bandwidth_gbs=bandwidth / 1e9, rows=rows,
+               machine=machine)  # fmt: skip
     out["quality"] = {}
     for mode in spec.quantize_modes:
         log(f"{mode} quality (against the unquantized weights: logits, codes, audio) ...")
@@ -218,7 +224,9 @@ def format_table(result: dict) -> str:
         lines.append(
             f"{name}: {x:.2f}x faster than qwen-tts 0.1.1 end to end (ms/frame incl. decoding)"
         )
-    return "\n".join(lines)
+    lines.append(PHASES_LEGEND)
+    warning = busy_warning(result.get("machine"))
+    return "\n".join([*lines, warning] if warning else lines)
 
 
 def _ms(value) -> str:
