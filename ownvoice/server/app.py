@@ -124,6 +124,11 @@ def create_app(
 async def _load(app: FastAPI) -> None:
     settings, pool = app.state.settings, app.state.service.pool
     try:
+        if not settings.lazy_load:  # uvicorn has just said "running on": say what comes next
+            log.info(
+                "loading %s; requests wait until it says ready (/ready answers 503 until then)",
+                ", ".join(f"{n} ({s})" for n, s in pool.sources.items()),
+            )
         await pool.start()
         host = settings.server.host
         host = f"[{host}]" if ":" in host else host

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 
-from ownvoice.errors import InvalidInput, ModelLoadError
+from ownvoice.errors import InvalidInput, ModelLoadError, ServiceUnavailable
 from ownvoice.service.config import ServiceConfig
 from ownvoice.service.roles import choose_roles, model_size_hint, model_type_hint
 from ownvoice.service.scheduler import Scheduler
@@ -86,8 +87,10 @@ class EnginePool:
             try:
                 await asyncio.wrap_future(future)
             except Exception as e:
+                reason = e.__cause__ if isinstance(e, ServiceUnavailable) and e.__cause__ else e
+                source = self.sources[name]
                 raise ModelLoadError(
-                    f"model {name!r} ({self.sources[name]}) failed to load: {e}"
+                    f"model {name!r} ({source}) failed to load: {reason}. {_fix(name, source)}"
                 ) from e
             if load_now:
                 self._on_ready(name)
@@ -201,3 +204,14 @@ def gpu_name(device: str) -> str | None:
         return torch.cuda.get_device_name(torch.device(device))
     except Exception:
         return None
+
+
+def _fix(name: str, source: str) -> str:
+    """What to do when a model did not load, for a folder or a hub id."""
+    if os.path.isdir(os.path.expanduser(source)):
+        return "To fix: check that the folder holds a whole checkpoint (`ownvoice doctor` says)"
+    return (
+        f"To fix: download it once with network access (`hf download {source}`), or give a "
+        f"checkpoint folder you have (`ownvoice serve --model DIR`, or models.{name}.source: DIR "
+        "in the config); `ownvoice doctor` checks it"
+    )

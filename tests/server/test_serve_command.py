@@ -124,6 +124,12 @@ def test_serve_without_config_serves_the_default_model_on_8880(tmp_path):
     assert "serving on 127.0.0.1:8880" in out
     assert "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice" in out
     assert code == 1 and "ownvoice serve: error:" in out
+    # after uvicorn's "running on", what comes next; the error names the model once, and the fix
+    assert "loading cv (Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice); requests wait" in out
+    (error,) = [line for line in out.splitlines() if line.startswith("ownvoice serve: error:")]
+    assert error.count("model 'cv'") == 1, error
+    assert "`hf download Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice`" in error
+    assert "ownvoice serve --model DIR" in error
 
 
 def test_serve_without_config_finds_the_default_model_in_the_hub_cache(tiny_checkpoints, tmp_path):
