@@ -140,6 +140,48 @@ def test_stop_frees_the_servers_row_at_once(browser, site):
     assert browser.find_element(By.ID, "speak").is_enabled()
 
 
+def playing(driver) -> bool:
+    return driver.execute_script("return document.body.dataset.playing") == "true"
+
+
+def test_stats_show_while_the_audio_is_made(browser, site):
+    base, _, _ = site
+    open_page(browser, base)
+    fill(browser, "text", LONG_TEXT * 4)
+    fill(browser, "seed", "7")
+    browser.find_element(By.ID, "speak").click()
+    live = wait(browser, lambda d: re.match(
+        r"First audio after \d+\.\d\d s · \d+\.\d s of audio so far · real-time factor \d",
+        d.find_element(By.ID, "speak-stats").text,
+    ), timeout=60)  # fmt: skip
+    assert live and health(base)["queue"]["generating"] == 1  # while it is being made
+    browser.find_element(By.ID, "stop").click()
+    wait(browser, lambda d: not d.find_element(By.ID, "stop").is_enabled())
+
+
+def test_stop_stays_while_the_audio_plays_and_silences_it(browser, site):
+    """Generation ends before playback (faster than real time): Stop is for what still plays."""
+    base, _, _ = site
+    open_page(browser, base)
+    item = speak(browser, LONG_TEXT, "ryan", seed=7)  # returns once the audio is all made
+    assert item is not None, browser.find_element(By.ID, "speak-error").text
+    assert playing(browser) and browser.find_element(By.ID, "stop").is_enabled()
+    browser.find_element(By.ID, "stop").click()
+    wait(browser, lambda d: item.get_attribute("data-interrupted") == "true", timeout=5)
+    assert not playing(browser) and not browser.find_element(By.ID, "stop").is_enabled()
+    assert browser.find_element(By.ID, "speak-stats").text.endswith("· stopped")
+
+
+def test_a_second_speak_stops_the_first(browser, site):
+    base, _, _ = site
+    open_page(browser, base)
+    first = speak(browser, LONG_TEXT, "ryan", seed=7)
+    assert first is not None and playing(browser)
+    second = speak(browser, "Another one.", "ryan", seed=8)
+    assert second is not None and second != first
+    assert first.get_attribute("data-interrupted") == "true"  # silenced, not played over
+
+
 def test_upload_a_voice_speak_with_it_and_delete_it(
     browser, site, tmp_path, screenshots, downloads
 ):

@@ -25,6 +25,22 @@ export class StreamPlayer {
     this.firstPlayMs = null; // performance.now() at which the first piece starts sounding
     this.next = 0;
     this.carry = null; // an odd byte left from the last piece
+    this.stopped = false;
+    this.wake = null; // resolves whenPlayed() early, on stop()
+  }
+
+  /** Whether scheduled audio is still sounding. */
+  get playing() {
+    return !this.stopped && this.context.currentTime < this.next;
+  }
+
+  /** Resolves once everything scheduled so far has played, or at stop(). */
+  whenPlayed() {
+    if (!this.playing) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, (this.next - this.context.currentTime) * 1000 + 50);
+      this.wake = () => { clearTimeout(timer); resolve(); };
+    });
   }
 
   /** Schedule a piece of s16le bytes (a Uint8Array). */
@@ -67,9 +83,11 @@ export class StreamPlayer {
   }
 
   stop() {
+    this.stopped = true;
     for (const source of this.sources) {
       try { source.stop(); } catch { /* already ended */ }
     }
+    if (this.wake) this.wake();
   }
 
   audio() {

@@ -1,20 +1,23 @@
 // Speaking: a request streamed as raw PCM and played as it arrives, with time to first audio
-// and the real-time factor; Stop aborts the request, which frees the server's row at once; a
-// history of the results since the page was opened, to play again and download.
+// and the real-time factor shown while it is made; Stop aborts the request, which frees the
+// server's row at once, and silences what still plays (it stays until the audio has played);
+// a new Speak stops the one before; a history of the results since the page was opened, to
+// play again and download.
 
 import { api, describe } from "./api.js";
 import { RATE, StreamPlayer, audioContext, wavBlob } from "./player.js";
 
 const $ = (id) => document.getElementById(id);
-let running = null; // the AbortController of the request being played
+let current = null; // what is being made or played: {controller, player, finished, item}
 
 /**
  * Stream `body` (a /v1/audio/speech request) and play it. Returns the result:
  * {samples, peak, seconds, ttfaMs, totalMs, firstPlayMs, doneMs, seed, stopped}.
  */
-export async function streamSpeech(body, signal) {
+export async function streamSpeech(body, signal, onProgress = () => {}) {
   const context = await audioContext();
   const player = new StreamPlayer(context);
+  onProgress(player, null);
   const seed = body.seed ?? Math.floor(Math.random() * 2 ** 31);
   const started = performance.now();
   let firstByteMs = null;
@@ -32,6 +35,7 @@ export async function streamSpeech(body, signal) {
       if (done) break;
       if (firstByteMs === null) firstByteMs = performance.now();
       player.push(value);
+      onProgress(player, started);
     }
   } catch (error) {
     if (error.name !== "AbortError") throw error;
@@ -49,6 +53,17 @@ export async function streamSpeech(body, signal) {
     firstPlayMs: player.firstPlayMs,
     doneMs,
   };
+}
+
+/** The stats while audio is still being made (at most every 200 ms). */
+function liveStats(player, started) {
+  const now = performance.now();
+  if (!started || !player.samples || now - (liveStats.last ?? 0) < 200) return;
+  liveStats.last = now;
+  const seconds = player.samples / RATE;
+  const rtf = (now - started) / 1000 / seconds;
+  $("speak-stats").textContent = `First audio after ${((player.firstPlayMs - started) / 1000).toFixed(2)} s · ` +
+    `${seconds.toFixed(1)} s of audio so far · real-time factor ${rtf.toFixed(2)}`;
 }
 
 export function speechStats(result) {
@@ -71,30 +86,51 @@ function requestFromForm() {
 
 async function speak(event) {
   event.preventDefault();
-  if (running) return;
+  const previous = current;
+  if (previous) { // a new Speak stops the one before, heard or still being made
+    stopSpeaking();
+    await previous.finished;
+  }
   $("speak-error").textContent = "";
   $("speak-stats").textContent = "Generating…";
   const body = requestFromForm();
-  running = new AbortController();
-  $("speak").disabled = true;
+  let release;
+  const session = current = {
+    controller: new AbortController(), player: null, item: null,
+    finished: new Promise((resolve) => { release = resolve; }),
+  };
   $("stop").disabled = false;
   try {
-    const result = await streamSpeech(body, running.signal);
+    const result = await streamSpeech(body, session.controller.signal, (player, started) => {
+      session.player = player;
+      document.body.dataset.playing = "true";
+      if (current === session) liveStats(player, started);
+    });
     $("speak-stats").textContent = speechStats(result);
-    if (result.samples) addToHistory(body, result);
+    if (result.samples) session.item = addToHistory(body, result);
+    await result.player.whenPlayed(); // Stop stays for what still plays
+    if (result.player.stopped && !result.stopped && session.item) {
+      session.item.dataset.interrupted = "true";
+      if (current === session) $("speak-stats").textContent = `${speechStats(result)} · stopped`;
+    }
   } catch (error) {
     $("speak-stats").textContent = "";
     $("speak-error").textContent = describe(error);
   } finally {
-    running = null;
-    $("speak").disabled = false;
-    $("stop").disabled = true;
+    if (current === session) {
+      current = null;
+      $("stop").disabled = true;
+      document.body.dataset.playing = "false";
+    }
+    release();
   }
 }
 
 /** Stop whatever this page is playing or generating. */
 export function stopSpeaking() {
-  if (running) running.abort();
+  if (!current) return;
+  current.controller.abort();
+  if (current.player) current.player.stop();
 }
 
 function addToHistory(body, result) {
@@ -123,6 +159,7 @@ function addToHistory(body, result) {
   buttons.append(download);
   item.append(title, audio, buttons);
   $("history").prepend(item);
+  return item;
 }
 
 async function downloadAs(body, result, format, wav, button) {
