@@ -35,6 +35,7 @@ OVERLAP_TESTS = ["tests/engine/test_decode_worker.py"]
 LIFE_TESTS = ["tests/server/test_one_life.py"]
 SHUTDOWN_TESTS = ["tests/server/test_shutdown.py"]
 WYOMING_LIMITS = ["tests/wyoming/test_wyoming_limits.py"]
+FAULT_TESTS = ["tests/engine/test_fault_isolation.py"]
 
 
 @dataclass(frozen=True)
@@ -433,5 +434,41 @@ MUTANTS = [
         "return self.max_frames or min(frame_cap(text), most)",
         "return self.max_frames or most",
         ["tests/engine/test_frame_cap.py"],
+    ),
+    # ---- a fault stays with its request ----
+    Mutant(
+        "fault: a row that failed to join stays in the batch",
+        LOOP,
+        "            if seq.slot is not None:\n                self._leave(seq)\n            raise",
+        "            raise",
+        FAULT_TESTS,
+    ),
+    Mutant(
+        "fault: a row's failed step part fails the whole step",
+        LOOP,
+        "                except Exception as e:\n                    self._leave(seq)",
+        "                except ZeroDivisionError as e:\n                    self._leave(seq)",
+        FAULT_TESTS,
+    ),
+    Mutant(
+        "fault: a decoder's error escapes the engine",
+        AUDIO_OUT,
+        "    except Exception as e:\n        seq.fail(e)",
+        "    except ZeroDivisionError as e:\n        seq.fail(e)",
+        FAULT_TESTS,
+    ),
+    Mutant(
+        "fault: a batched phase out of memory not run again",
+        LOOP,
+        "            free_device_memory()\n            undo()\n            phase()",
+        "            raise",
+        FAULT_TESTS,
+    ),
+    Mutant(
+        "fault: the scheduler ends a failed row's generation as a success",
+        "ownvoice/service/scheduler.py",
+        "            if seq.error is not None:\n                self._end(gen, error=seq.error)",
+        "            if False:\n                self._end(gen, error=seq.error)",
+        FAULT_TESTS,
     ),
 ]

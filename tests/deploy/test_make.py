@@ -16,8 +16,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def would_run(folder: Path, target: str) -> list[str]:
-    out = subprocess.run(["make", "-n", target, "VENV=venv"], cwd=folder, capture_output=True,
-                         text=True, timeout=30, check=True)  # fmt: skip
+    # as a user's shell runs it: not as a sub-make of `make test` (whose MAKEFLAGS and
+    # MAKELEVEL would pass on, and add "Entering directory" lines)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    out = subprocess.run(["make", "--no-print-directory", "-n", target, "VENV=venv"],
+                         cwd=folder, env=env, capture_output=True, text=True, timeout=30,
+                         check=True)  # fmt: skip
     return out.stdout.splitlines()
 
 
