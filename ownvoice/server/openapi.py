@@ -86,18 +86,6 @@ def _voices(schemas: dict, entries: list[dict]) -> None:
         *({"if": _task(task), "then": {"properties": {"voice": _one_of(kinds[task])}}}
           for task in tasks),
     ]  # fmt: skip
-    if "design" in voices:  # the bare design voice speaks the description in the request
-        design = {"anyOf": [{"const": "design"},
-                            {"type": "object", "required": ["id"],
-                             "properties": {"id": {"const": "design"}}}]}  # fmt: skip
-        named = {"properties": {"voice": design}, "required": ["voice"]}
-        unnamed = {**_task("VoiceDesign"), "not": {"required": ["voice"]}}
-        rules.append(
-            {
-                "if": {"anyOf": [named, unnamed]},
-                "then": {"anyOf": [_required_text("instructions"), _required_text("instruct")]},
-            }
-        )
     speech["allOf"] = rules
 
 

@@ -1,8 +1,9 @@
 """Designed voices kept by name: `design:narrator` = a saved VoiceDesign description.
 
-Clients such as Open WebUI and SillyTavern send a voice name but no `instructions`, so the plain
-`design` voice (described per request) is out of their reach. A designed voice saves the
-description, and optionally a language and a seed, under a name any client can send.
+Clients such as Open WebUI and SillyTavern send a voice name but no `instructions`: the plain
+`design` voice then speaks with DEFAULT_DESCRIPTION (a voice they picked from the list should
+speak, not refuse). A designed voice saves a description, and optionally a language and a seed,
+under a name any client can send.
 
 VoiceDesign samples a new voice for every request unless the seed is fixed: a designed voice
 with a `seed` sounds the same each time (for the same text), one without is only the same kind
@@ -30,6 +31,10 @@ DESIGNS_FILE = "designs.json"
 PREFIX = "design:"
 _NAME_RE = re.compile(NAME_PATTERN)  # the rule cloned voices' names follow
 MAX_DESCRIPTION = 4096
+# the plain `design` voice without `instructions`: an unremarkable voice, so that a client that
+# cannot send a description still hears speech (a new sample of it at every request, unless
+# the request fixes a seed)
+DEFAULT_DESCRIPTION = "A clear, natural adult voice, calm and friendly, speaking at a moderate pace."
 
 
 @dataclass(frozen=True)

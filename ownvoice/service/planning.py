@@ -32,6 +32,7 @@ from ownvoice.engine.options import SamplingOptions, SynthesisOptions
 from ownvoice.errors import InvalidInput, PayloadTooLarge
 from ownvoice.languages import KNOWN as KNOWN_LANGS
 from ownvoice.languages import check_language, model_language
+from ownvoice.service.designs import DEFAULT_DESCRIPTION
 from ownvoice.service.generation import PENDING
 from ownvoice.service.library import check_voice_fields
 from ownvoice.service.livetext import LiveText, StreamedText, split_input
@@ -192,14 +193,8 @@ class SpeechPlanner:
         instruct = style.strip() if style and style.strip() else None
         if choice.design is not None:  # design:<name>: the saved description, then the request's
             instruct = choice.design.instructions + (f" {instruct}" if instruct else "")
-        if choice.role == "design" and instruct is None:
-            raise InvalidInput(
-                "voice design needs `instructions` describing the voice (e.g. 'a calm, low "
-                "female voice with a slight British accent'); a client that cannot send them "
-                "can use a designed voice saved by name, design:<name> (config `designs:` or "
-                "POST /v1/audio/designs)",
-                param="instructions",
-            )
+        if choice.role == "design" and instruct is None:  # a client that cannot describe it
+            instruct = DEFAULT_DESCRIPTION
         engine = choice.worker.engine
         if choice.role == "clone" or (
             choice.role == "presets" and engine is not None and not engine.instruct_supported

@@ -42,7 +42,7 @@ class EnginePool:
         self.config = config
         self.workers: dict[str, Scheduler] = {}
         self.sources: dict[str, str] = {}
-        self.warnings: list[str] = []
+        self._on_cpu: list[str] = []  # models on the CPU though the config did not ask for it
         engines = dict(engines or {})
         types: dict[str, str | None] = {}
         self.sizes: dict[str, int | None] = {}
@@ -127,13 +127,22 @@ class EnginePool:
             worker.warmup_seconds or 0.0,
         )  # fmt: skip
         if device.startswith("cpu") and self.config.engine.device != "cpu":
-            message = (
-                f"model {name} runs on the CPU (device: {self.config.engine.device}); speech "
-                "will be much slower than real time. Install a CUDA/ROCm build of torch, or set "
-                "`device: cpu` to silence this warning"
-            )
-            self.warnings.append(message)
-            log.warning("!!! %s !!!", message)
+            self._on_cpu.append(name)
+            log.warning("!!! %s !!!", self.warnings[0])
+
+    @property
+    def warnings(self) -> list[str]:
+        """What /health and the page show: one line for all the models on the CPU, with the fix."""
+        if not self._on_cpu:
+            return []
+        which = f"model {self._on_cpu[0]} runs" if len(self._on_cpu) == 1 else (
+            f"models {', '.join(self._on_cpu)} run"
+        )
+        return [
+            f"{which} on the CPU (device: {self.config.engine.device}); speech will be much "
+            "slower than real time. Install a CUDA/ROCm build of torch (check it with "
+            "`ownvoice doctor`), or set `device: cpu` to silence this warning"
+        ]
 
     # -- lookups ------------------------------------------------------------------------------
 

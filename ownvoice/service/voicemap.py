@@ -213,7 +213,7 @@ class VoiceMap:
             clones = [p.voice_id for p in self.library.profiles()]
             parts.append("clones: " + (", ".join(clones) or "none yet"))
         if "design" in self.pool.roles:
-            parts.append("'design' with instructions")
+            parts.append("'design' (described in instructions)")
             if self.designs is not None and self.designs.list():
                 parts.append("designed: " + ", ".join(d.voice_id for d in self.designs.list()))
         return "; ".join(parts) or "this server has no voices configured"
@@ -245,7 +245,7 @@ class VoiceMap:
             out.append(
                 {
                     "id": "design",
-                    "name": "Voice design (describe it in instructions)",
+                    "name": "Voice design (describe it in instructions; a neutral voice without)",
                     "kind": "design",
                 }
             )

@@ -7,7 +7,8 @@ Open WebUI 0.12.4 (backend/open_webui/routers/audio.py, TTS engine "OpenAI"):
 - speech: POST {base}/audio/speech with `Authorization: Bearer <AUDIO_TTS_OPENAI_API_KEY>` and
   `Content-Type: application/json`; body {"input", "voice", "model"} (model: the admin's choice
   from /audio/models, voice: the admin's or the user's choice from /audio/voices), no
-  response_format (it saves the reply as <sha256>.mp3). {base} is joined with "/", so a base URL
+  response_format unless the admin's "Additional Parameters" (AUDIO_TTS_OPENAI_PARAMS, a JSON
+  object merged into the body) give one, with `instructions` or any other field. {base} is joined with "/", so a base URL
   entered with a trailing slash gives /v1//audio/speech.
 - its page shows only the status text of a refusal ("Bad Request").
 
@@ -31,6 +32,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from ownvoice.service.designs import DEFAULT_DESCRIPTION
 from ownvoice.service.encode import FORMATS
 from tests.server.fakes import FakeEngine
 from tests.server.helpers import decode, make_settings, serve, speech_clip, wav_bytes
@@ -40,12 +42,14 @@ TEXT = "Hello there, this is a test."  # 28 characters -> 14 fake frames
 
 
 def owui_speech(
-    base: str, model: str, voice: str, text: str = TEXT, slash: str = ""
+    base: str, model: str, voice: str, text: str = TEXT, slash: str = "", params: dict | None = None
 ) -> httpx.Response:
+    """`params`: the admin's "Additional Parameters" (AUDIO_TTS_OPENAI_PARAMS), which Open WebUI
+    merges into every speech body."""
     return httpx.post(
         f"{base}/v1{slash}/audio/speech",
         headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"},
-        json={"input": text, "voice": voice, "model": model},
+        json={"input": text, "voice": voice, "model": model, **(params or {})},
         timeout=60,
     )
 
@@ -107,8 +111,6 @@ def test_every_listed_id_and_display_name_is_accepted(clients_server):
     names = {v["name"] for v in voices}
     assert {"Uncle Fu", "Ono Anna", "alloy (Vivian)", "Alice (clone)"} <= names, names
     for v in voices:
-        if v["id"] == "design":  # described per request: needs instructions (see below)
-            continue
         for voice in (v["id"], v["name"], v["name"].upper(), v["name"].replace(" ", "")):
             r = owui_speech(base, "tts-1", voice)
             assert r.status_code == 200, (voice, r.text)
@@ -117,11 +119,18 @@ def test_every_listed_id_and_display_name_is_accepted(clients_server):
     assert engines["cv"].calls[-1]["voice"] == "uncle_fu" and served_by(engines, before) == "cv"
 
 
-def test_the_plain_design_voice_says_it_needs_instructions(clients_server):
-    base, _, _ = clients_server
+def test_the_plain_design_voice_speaks_without_instructions_or_with_the_admins(clients_server):
+    """Open WebUI sends no `instructions` unless its admin puts them in Additional Parameters:
+    the listed `design` voice speaks either way (a neutral default description, or theirs)."""
+    base, _, engines = clients_server
     r = owui_speech(base, "tts-1", "design")
-    assert r.status_code == 400 and r.json()["error"]["param"] == "instructions"
-    assert "design:" in r.json()["error"]["message"]  # points to the named designed voices
+    assert r.status_code == 200, r.text
+    assert engines["vd"].calls[-1]["instruct"] == DEFAULT_DESCRIPTION
+    params = {"instructions": "A deep, slow voice.", "response_format": "wav", "speed": 1.25}
+    r = owui_speech(base, "tts-1", "design", params=params)
+    assert r.status_code == 200 and r.headers["content-type"] == "audio/wav", r.text
+    assert engines["vd"].calls[-1]["instruct"] == "A deep, slow voice."
+    assert sf.info(io.BytesIO(r.content)).format == "WAV"
 
 
 # -- 3: a listed model never makes a listed voice unusable --------------------------------------

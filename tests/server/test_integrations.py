@@ -184,3 +184,16 @@ def test_cpu_warning_is_loud_in_health(tmp_path):
         health = httpx.get(f"{base}/health").json()
     assert health["status"] == "degraded"
     assert any("runs on the CPU" in w for w in health["warnings"])
+
+
+def test_models_on_the_cpu_are_one_warning_with_its_fix(tmp_path):
+    """Three models on the CPU are one thing to fix, not three warnings on the page's badge."""
+    settings = make_settings(tmp_path, device="auto")
+    engines = {name: FakeEngine(kind, device="cpu") for name, kind in
+               (("cv", "custom_voice"), ("design", "voice_design"), ("clone", "base"))}  # fmt: skip
+    with serve(settings, engines=engines) as (base, _):
+        warnings = httpx.get(f"{base}/health").json()["warnings"]
+    on_cpu = [w for w in warnings if "on the CPU" in w]
+    assert len(on_cpu) == 1, warnings
+    assert "models cv, design, clone run on the CPU" in on_cpu[0]
+    assert "`device: cpu`" in on_cpu[0] and "ownvoice doctor" in on_cpu[0]

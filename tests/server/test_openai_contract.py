@@ -105,7 +105,7 @@ def test_sse_deltas_concatenate_to_a_valid_file(server):
         ({"extra_body": {"language": "klingon"}}, openai.BadRequestError, "language"),
         ({"extra_body": {"temperature": 0}}, openai.BadRequestError, "temperature"),
         ({"extra_body": {"top_p": 1.5}}, openai.BadRequestError, "top_p"),
-        ({"voice": "design"}, openai.BadRequestError, "instructions"),
+        ({"voice": "design", "instructions": "x" * 4097}, openai.BadRequestError, "instructions"),
     ],
 )
 def test_errors_are_typed_with_the_right_param(server, kwargs, error, param):

@@ -76,8 +76,11 @@ def page_audio(driver, item, downloads) -> bytes:
     return target.read_bytes()
 
 
-def http_pcm(base: str, text: str, voice: str, seed: int, key: str | None = None) -> bytes:
-    body = {"model": "tts-1", "input": text, "voice": voice, "seed": seed, "response_format": "pcm"}
+def http_pcm(
+    base: str, text: str, voice: str, seed: int, key: str | None = None, **fields
+) -> bytes:
+    body = {"model": "tts-1", "input": text, "voice": voice, "seed": seed, "response_format": "pcm",
+            **fields}  # fmt: skip
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     r = httpx.post(f"{base}/v1/audio/speech", json=body, headers=headers, timeout=300)
     assert r.status_code == 200, r.text
@@ -280,7 +283,7 @@ def design(driver, seed: int) -> str:
     fill(driver, "design-seed", str(seed))
     driver.execute_script("document.getElementById('design-stats').textContent = ''")
     driver.find_element(By.ID, "design-speak").click()
-    wait(driver, lambda d: d.find_element(By.ID, "design-stats").text.startswith("First audio")
+    wait(driver, lambda d: " · seed " in d.find_element(By.ID, "design-stats").text
          or d.find_element(By.ID, "design-error").text)  # fmt: skip
     assert not driver.find_element(By.ID, "design-error").text
     return driver.find_element(By.ID, "design-stats").text
@@ -409,7 +412,7 @@ def test_errors_show_the_servers_message_and_the_page_stays_usable(browser, site
     open_page(browser, base)
     assert speak(browser, "", "ryan") is None
     empty = browser.find_element(By.ID, "speak-error").text
-    assert "input" in empty.lower()
+    assert empty.startswith("Text: ") and "input" not in empty, empty  # the field as labelled
     browser.execute_script(
         "const s = document.getElementById('voice'); s.append(new Option('nobody', 'nobody'));"
     )
@@ -427,7 +430,7 @@ def test_errors_show_the_servers_message_and_the_page_stays_usable(browser, site
     browser.find_element(By.ID, "voice-consent").click()
     browser.find_element(By.ID, "voice-save").click()
     message = wait(browser, lambda d: d.find_element(By.ID, "voice-error").text)
-    assert message.startswith("audio_sample:"), message
+    assert message.startswith("Reference audio: "), message  # the page's word for audio_sample
     assert browser.find_element(By.ID, "voice-save").is_enabled()
 
     tab(browser, "speak")
@@ -440,6 +443,10 @@ def test_keyboard_labels_and_a_phone_sized_screen(site, mic_wav, screenshots):
     phone = chromium(mic_wav, width=360, height=780)
     try:
         open_page(phone, base)
+        tops = phone.execute_script(
+            "return [...document.querySelectorAll('[role=tab]')].map(t => t.getBoundingClientRect().top)"
+        )
+        assert len(tops) == 4 and len(set(tops)) == 1, f"the tabs wrap: {tops}"
         for name in ("speak", "voices", "design", "status"):
             tab(phone, name)
             time.sleep(0.2)
@@ -471,6 +478,91 @@ def test_keyboard_labels_and_a_phone_sized_screen(site, mic_wav, screenshots):
         wait(phone, lambda d: len(history(d)) == 1)
     finally:
         phone.quit()
+
+
+DESCRIPTION = "A calm, low voice that speaks slowly."
+
+
+def test_a_design_can_be_stopped_heard_again_and_downloaded(browser, site, downloads):
+    base, _, _ = site
+    open_page(browser, base)
+    tab(browser, "design")
+    stats = design(browser, seed=7)  # 22 s of audio, made faster than it plays
+    result = browser.find_element(By.ID, "design-result")
+    assert result.is_displayed() and playing(browser)
+    assert browser.find_element(By.ID, "design-stop").is_enabled()
+    assert browser.find_element(By.ID, "design-audio").get_attribute("src").startswith("blob:")
+    target = downloads / "ownvoice-design-7.wav"
+    target.unlink(missing_ok=True)
+    browser.find_element(By.ID, "design-download").click()
+    wait(browser, lambda d: target.is_file() and target.stat().st_size > 44, timeout=30)
+    time.sleep(0.2)  # renamed into place once complete
+    text = browser.find_element(By.ID, "design-text").get_attribute("value")
+    expected = http_pcm(base, text, "design", 7, instructions=DESCRIPTION)
+    assert target.read_bytes()[44:] == expected  # what was heard, as the API makes it
+    browser.find_element(By.ID, "design-stop").click()
+    wait(browser, lambda d: result.get_attribute("data-interrupted") == "true", timeout=5)
+    assert not playing(browser) and not browser.find_element(By.ID, "design-stop").is_enabled()
+    assert stats.endswith(" · seed 7")
+
+
+def test_the_download_format_is_the_one_chosen_when_downloading(browser, site, downloads):
+    base, _, _ = site
+    open_page(browser, base)
+    Select(browser.find_element(By.ID, "format")).select_by_value("wav")
+    item = speak(browser, "Saved in another format.", "ryan", seed=4)
+    assert item is not None, browser.find_element(By.ID, "speak-error").text
+    Select(browser.find_element(By.ID, "format")).select_by_value("flac")
+    button = item.find_element(By.CSS_SELECTOR, "button.download")
+    assert button.text == "Download FLAC"
+    target = downloads / "ownvoice-4.flac"
+    target.unlink(missing_ok=True)
+    button.click()
+    wait(browser, lambda d: target.is_file() and target.stat().st_size > 0, timeout=60)
+    time.sleep(0.2)
+    audio, rate = sf.read(target, dtype="int16")
+    pcm = np.frombuffer(http_pcm(base, "Saved in another format.", "ryan", 4), "<i2")
+    assert rate == 24000 and np.array_equal(audio, pcm)
+
+
+def test_refusals_use_the_pages_words_and_the_transcript_box_reopens(browser, site, tmp_path):
+    base, _, voices = site
+    clip = tmp_path / "bob.wav"
+    clip.write_bytes(reference_clip())
+    open_page(browser, base)
+    tab(browser, "voices")
+    fill(browser, "voice-name", "Bob")
+    browser.find_element(By.ID, "voice-file").send_keys(str(clip))
+    browser.find_element(By.ID, "voice-xvector").click()
+    assert not browser.find_element(By.ID, "voice-transcript").is_enabled()
+    browser.find_element(By.ID, "voice-save").click()  # the consent box left empty
+    message = wait(browser, lambda d: d.find_element(By.ID, "voice-error").text)
+    assert message.startswith("Consent: required: confirm that the speaker agreed"), message
+    assert "consent=" not in message and "consent id" not in message
+    browser.find_element(By.ID, "voice-consent").click()
+    browser.find_element(By.ID, "voice-save").click()
+    wait(browser, lambda d: d.find_element(By.ID, "voice-done").text == "Added clone:Bob.")
+    # the form is cleared for the next voice, the "No transcript" box with it
+    assert not browser.find_element(By.ID, "voice-xvector").is_selected()
+    assert browser.find_element(By.ID, "voice-transcript").is_enabled()
+    httpx.delete(f"{base}/v1/audio/voices/clone:Bob").raise_for_status()
+
+
+def test_a_warning_is_one_click_from_what_to_do(browser, site):
+    base, app, _ = site
+    warning = "model cv runs on the CPU (device: auto); set `device: cpu` to silence this warning"
+    app.state.warnings.append(warning)
+    try:
+        open_page(browser, base)
+        badge = browser.find_element(By.ID, "badge")
+        assert badge.text == "degraded · cpu · 1 warning: see Status", badge.text
+        badge.click()
+        assert browser.find_element(By.ID, "panel-status").is_displayed()
+        assert browser.find_element(By.ID, "warnings").text == warning
+        summary = browser.find_element(By.ID, "status-summary").text
+        assert "degraded: it works, but each warning below says what to change" in summary
+    finally:
+        app.state.warnings.remove(warning)
 
 
 def test_the_page_is_served_with_a_strict_policy_and_no_outside_urls(site):

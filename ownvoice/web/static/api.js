@@ -50,9 +50,24 @@ async function serverError(response) {
   }
 }
 
-/** The message to show for any failure (a server's, or the network's). */
-export function describe(error) {
-  if (error instanceof ServerError) return error.message;
+/**
+ * The message to show for any failure (a server's, or the network's). `words` maps the API's
+ * field names to the page's own labels: a refusal of such a field is shown under the label the
+ * person sees ("Description: …"), without the API's spelling of it.
+ */
+export function describe(error, words = {}) {
+  if (error instanceof ServerError) {
+    const label = error.param && words[error.param];
+    return label ? `${label}: ${inPageWords(error.message, error.param, label)}` : error.message;
+  }
   if (error && error.name === "AbortError") return "Stopped.";
   return `Cannot reach the server: ${error && error.message ? error.message : error}`;
+}
+
+function inPageWords(message, param, label) {
+  const name = `\`?\\b${param}\\b\`?`;
+  return message
+    .replace(new RegExp(`^${name}(:|\\s+(is|are))\\s*`), "") // "consent is required: …"
+    .replace(/\s*\([^()]*=[^()]*\)/g, "") // "(consent=true, or a consent id)": how an API says it
+    .replace(new RegExp(name, "g"), `“${label}”`);
 }

@@ -53,7 +53,7 @@ function followVoice() {
   const kind = voice ? voice.kind : "";
   const describing = voice && voice.id === "design";
   $("instructions-field").hidden = kind === "clone";
-  $("instructions-label").textContent = describing ? "Voice description (required)" : "Style instructions (optional)";
+  $("instructions-label").textContent = describing ? "Voice description (optional)" : "Style instructions (optional)";
 }
 
 async function start() {
@@ -63,6 +63,7 @@ async function start() {
   setUpVoices();
   setUpDesign();
   $("voice").addEventListener("change", followVoice);
+  $("badge").addEventListener("click", () => selectTab($("tab-status")));
   try {
     await loadVoices();
   } catch (error) {

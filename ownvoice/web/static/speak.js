@@ -1,14 +1,15 @@
 // Speaking: a request streamed as raw PCM and played as it arrives, with time to first audio
 // and the real-time factor shown while it is made; Stop aborts the request, which frees the
 // server's row at once, and silences what still plays (it stays until the audio has played);
-// a new Speak stops the one before; a history of the results since the page was opened, to
-// play again and download.
+// the page plays one sound at a time (a new Speak or design stops the one before); a history
+// of the results since the page was opened, to play again and download in the format chosen
+// at the time of the download.
 
 import { api, describe } from "./api.js";
 import { RATE, StreamPlayer, audioContext, wavBlob } from "./player.js";
 
 const $ = (id) => document.getElementById(id);
-let current = null; // what is being made or played: {controller, player, finished, item}
+let current = null; // the sound being made or played (one at a time): {controller, player, finished}
 
 /**
  * Stream `body` (a /v1/audio/speech request) and play it. Returns the result:
@@ -56,13 +57,13 @@ export async function streamSpeech(body, signal, onProgress = () => {}) {
 }
 
 /** The stats while audio is still being made (at most every 200 ms). */
-function liveStats(player, started) {
+function liveStats(line, player, started) {
   const now = performance.now();
   if (!started || !player.samples || now - (liveStats.last ?? 0) < 200) return;
   liveStats.last = now;
   const seconds = player.samples / RATE;
   const rtf = (now - started) / 1000 / seconds;
-  $("speak-stats").textContent = `First audio after ${((player.firstPlayMs - started) / 1000).toFixed(2)} s · ` +
+  line.textContent = `First audio after ${((player.firstPlayMs - started) / 1000).toFixed(2)} s · ` +
     `${seconds.toFixed(1)} s of audio so far · real-time factor ${rtf.toFixed(2)}`;
 }
 
@@ -86,44 +87,63 @@ function requestFromForm() {
 
 async function speak(event) {
   event.preventDefault();
+  const body = requestFromForm();
+  const label = $("instructions-label").textContent.replace(/ \(.*\)$/, "");
+  await play(body, {
+    stop: $("stop"), stats: $("speak-stats"), error: $("speak-error"),
+    words: { instructions: label, input: "Text", speed: "Speed", seed: "Seed" },
+    made: (result) => (result.samples ? addToHistory(body, result) : null),
+  });
+}
+
+/**
+ * Make and play `body` as the page's one sound: whatever plays before (speech, a design) is
+ * stopped first. `stop` is enabled until the audio has played (it stops both the generation
+ * and the playback); `stats` shows live, then final figures; `made(result)` is called once the
+ * audio is all made and may return an element, marked data-interrupted when Stop cuts its
+ * playback. Returns the result, or null when it failed (the message is in `error`, in the page's
+ * own words for the fields named in `words`).
+ */
+export async function play(body, { stop, stats, error, words = {}, made = () => null }) {
   const previous = current;
-  if (previous) { // a new Speak stops the one before, heard or still being made
+  if (previous) { // a new sound stops the one before, heard or still being made
     stopSpeaking();
     await previous.finished;
   }
-  $("speak-error").textContent = "";
-  $("speak-stats").textContent = "Generating…";
-  const body = requestFromForm();
+  error.textContent = "";
+  stats.textContent = "Generating…";
   let release;
   const session = current = {
-    controller: new AbortController(), player: null, item: null,
+    controller: new AbortController(), player: null, stop,
     finished: new Promise((resolve) => { release = resolve; }),
   };
-  $("stop").disabled = false;
+  stop.disabled = false;
+  let result = null;
   try {
-    const result = await streamSpeech(body, session.controller.signal, (player, started) => {
+    result = await streamSpeech(body, session.controller.signal, (player, started) => {
       session.player = player;
       document.body.dataset.playing = "true";
-      if (current === session) liveStats(player, started);
+      if (current === session) liveStats(stats, player, started);
     });
-    $("speak-stats").textContent = speechStats(result);
-    if (result.samples) session.item = addToHistory(body, result);
+    stats.textContent = speechStats(result);
+    const item = made(result);
     await result.player.whenPlayed(); // Stop stays for what still plays
-    if (result.player.stopped && !result.stopped && session.item) {
-      session.item.dataset.interrupted = "true";
-      if (current === session) $("speak-stats").textContent = `${speechStats(result)} · stopped`;
+    if (result.player.stopped && !result.stopped && item) {
+      item.dataset.interrupted = "true";
+      if (current === session) stats.textContent = `${speechStats(result)} · stopped`;
     }
-  } catch (error) {
-    $("speak-stats").textContent = "";
-    $("speak-error").textContent = describe(error);
+  } catch (failure) {
+    stats.textContent = "";
+    error.textContent = describe(failure, words);
   } finally {
     if (current === session) {
       current = null;
-      $("stop").disabled = true;
       document.body.dataset.playing = "false";
     }
+    stop.disabled = true;
     release();
   }
+  return result;
 }
 
 /** Stop whatever this page is playing or generating. */
@@ -151,11 +171,12 @@ function addToHistory(body, result) {
   audio.setAttribute("aria-label", `Play “${text}”`);
   const buttons = document.createElement("div");
   buttons.className = "buttons";
-  const format = $("format").value;
   const download = document.createElement("button");
   download.type = "button";
-  download.textContent = `Download ${format.toUpperCase()}`;
-  download.addEventListener("click", () => downloadAs(body, result, format, wav, download));
+  download.className = "download";
+  download.textContent = `Download ${formatName()}`;
+  // the format is the one chosen when the button is pressed, not when the audio was made
+  download.addEventListener("click", () => downloadAs(body, result, $("format").value, wav, download));
   buttons.append(download);
   item.append(title, audio, buttons);
   $("history").prepend(item);
@@ -176,7 +197,7 @@ async function downloadAs(body, result, format, wav, button) {
       });
       url = URL.createObjectURL(await response.blob());
     } catch (error) {
-      $("speak-error").textContent = describe(error);
+      $("speak-error").textContent = describe(error, { response_format: "Download format" });
       return;
     } finally {
       button.disabled = false;
@@ -190,6 +211,10 @@ async function downloadAs(body, result, format, wav, button) {
   link.remove();
 }
 
+function formatName() {
+  return $("format").selectedOptions[0].textContent.replace(/ \(.*\)$/, "");
+}
+
 function hint() {
   const n = $("text").value.length;
   $("text-hint").textContent = `${n} character${n === 1 ? "" : "s"}` +
@@ -200,6 +225,11 @@ export function setUpSpeak() {
   $("speak-form").addEventListener("submit", speak);
   $("stop").addEventListener("click", stopSpeaking);
   $("text").addEventListener("input", hint);
+  $("format").addEventListener("change", () => {
+    for (const button of document.querySelectorAll("#history button.download")) {
+      button.textContent = `Download ${formatName()}`;
+    }
+  });
   $("text").addEventListener("keydown", (event) => {
     if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) speak(event);
   });

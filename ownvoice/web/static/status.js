@@ -1,5 +1,6 @@
 // What the server knows: its models (state, type, roles, device and dtype, batch rows), the
-// queue, and the start-up diagnosis (e.g. "running on the CPU"), from GET /health.
+// queue, and the start-up diagnosis (e.g. "running on the CPU", with what to change), from
+// GET /health. The header's badge sums it up and opens the Status tab.
 
 import { describe, json } from "./api.js";
 
@@ -17,12 +18,15 @@ export async function loadStatus() {
   const models = Object.entries(health.models || {});
   const devices = [...new Set(models.map(([, m]) => m.gpu || m.device).filter(Boolean))];
   const warnings = health.warnings || [];
+  // a warning says what to do on the Status tab: the badge says so and opens it
   $("badge").textContent = `${health.status}${devices.length ? ` · ${devices.join(", ")}` : ""}` +
-    (warnings.length ? ` · ${warnings.length} warning${warnings.length > 1 ? "s" : ""}` : "");
+    (warnings.length ? ` · ${warnings.length} warning${warnings.length > 1 ? "s" : ""}: see Status` : "");
   $("badge").classList.toggle("warn", warnings.length > 0 || health.status !== "ok");
   const queue = health.queue || {};
   $("status-summary").textContent = `ownvoice ${health.version} · ${health.ready ? "ready" : "not ready"} · ` +
-    `${queue.generating ?? 0} generating, ${queue.waiting ?? 0} waiting`;
+    `${queue.generating ?? 0} generating, ${queue.waiting ?? 0} waiting` +
+    (warnings.length ? ` · ${health.status === "degraded" ? "degraded: it works, but " : ""}` +
+      "each warning below says what to change" : "");
   $("warnings").replaceChildren(...warnings.map((w) => {
     const item = document.createElement("li");
     item.textContent = w;

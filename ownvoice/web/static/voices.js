@@ -15,6 +15,11 @@ const GROUPS = [
   ["design", "Designed voices"],
 ];
 const PREVIEW = "Hello! This is a short preview of my voice.";
+// the page's names for the fields of an upload, for refusals (api.js describe)
+export const VOICE_WORDS = {
+  name: "Name", audio_sample: "Reference audio", ref_text: "Transcript", language: "Language",
+  consent: "Consent",
+};
 export let voices = [];
 let referenceSeconds = null; // {min, max}: how long a clip the library takes
 let recorder = null;
@@ -160,7 +165,7 @@ async function saveVoice(event) {
     $("voice-form").reset();
     clearRecording();
   } catch (error) {
-    $("voice-error").textContent = describe(error);
+    $("voice-error").textContent = describe(error, VOICE_WORDS);
   } finally {
     $("voice-save").disabled = false;
   }
@@ -209,7 +214,8 @@ export function setUpVoices() {
   $("record").addEventListener("click", startRecording);
   $("record-stop").addEventListener("click", stopRecording);
   $("voice-file").addEventListener("change", clearRecording);
-  $("voice-xvector").addEventListener("change", () => {
-    $("voice-transcript").disabled = $("voice-xvector").checked;
-  });
+  const followXVector = () => { $("voice-transcript").disabled = $("voice-xvector").checked; };
+  $("voice-xvector").addEventListener("change", followXVector);
+  // a reset unticks the box without a change event: the transcript box must open again
+  $("voice-form").addEventListener("reset", () => setTimeout(followXVector));
 }
