@@ -49,8 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--quantize",
         choices=("int8", "int4"),
-        help="integer talker and code-predictor weights (CPU): int8 about 0.7x the time per "
-        "frame, int4 about 0.55x, at a cost in fidelity (see README, Speed)",
+        help="integer talker and code-predictor weights (CPU): int8 about 0.6x the time per "
+        "frame of float32, int4 about 0.5x, at a cost in fidelity (see README, Speed)",
     )
     p.add_argument(
         "--decoder-dtype",
