@@ -12,7 +12,10 @@ PIP = $(VENV)/bin/python -m pip
 
 .PHONY: serve test install install-test lint mutation clean
 
+# the CPU kernels are built (once, about 2 minutes) before the server listens, not while the
+# first model loads and requests wait
 serve: install
+	$(VENV)/bin/ownvoice doctor --prepare
 	$(VENV)/bin/ownvoice serve $(SERVE_ARGS)
 
 test: install-test

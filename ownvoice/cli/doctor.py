@@ -3,6 +3,7 @@
 Prints the torch build, the GPUs torch sees, /dev/kfd and /dev/dri access and the process's
 groups, HSA_OVERRIDE_GFX_VERSION and the AMD ISA, free GPU memory, whether the configured models
 are cached, then a verdict. Exit status 0 when nothing is wrong, 1 when something is.
+`--prepare` only builds the CPU kernels (`make serve` runs it before the server starts).
 Run it where the server runs (inside the container: `docker compose exec ownvoice ownvoice doctor`).
 """
 
@@ -38,10 +39,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="treat the CPU as a failure (default: when the config asks for a GPU, or the machine has one)",
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument(
+        "--prepare",
+        action="store_true",
+        help="only prepare this environment: build the CPU kernels now (about 2 minutes, once), "
+        "not at the first model load; skipped where torch sees a GPU. `make serve` runs it "
+        "before the server starts; run it when building an image",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.prepare:
+        return prepare()
     from ownvoice.doctor import ConfigFacts, collect_probe, gpu_expected, model_sources, run_checks
 
     settings = _read_config(args.config)
@@ -52,6 +62,22 @@ def run(args: argparse.Namespace) -> int:
     report = run_checks(expect, models, probe, config=config)
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.to_text())
     return 0 if report.ok else 1
+
+
+def prepare() -> int:
+    import logging
+
+    import torch
+
+    from ownvoice.kernels import prepare as build_kernels
+
+    if torch.cuda.is_available():  # models run on the GPU by default: the build can wait
+        print("CPU kernels: not built now (torch sees a GPU; built on first use on the CPU)")
+        return 0
+    logging.basicConfig(level=logging.INFO, format="%(message)s")  # the build's start and end
+    fine, said = build_kernels()
+    print(said)
+    return 0 if fine else 1
 
 
 def _read_config(path: str | None) -> Any:

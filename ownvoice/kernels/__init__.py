@@ -61,8 +61,8 @@ def cpu_kernels():
         return _state["module"]
 
 
-CFLAGS = ["-O3", "-mavx2", "-mfma", "-fopenmp"]
-LDFLAGS = ["-fopenmp"]
+CFLAGS = ("-O3", "-mavx2", "-mfma", "-fopenmp")
+LDFLAGS = ("-fopenmp",)
 
 
 def build_inputs() -> dict[str, bytes]:
@@ -82,7 +82,7 @@ def build_inputs() -> dict[str, bytes]:
         "torch": f"{torch.__version__} {Path(torch.__file__).resolve().parent}".encode(),
         "python": f"{sys.version} {sys.abiflags}".encode(),
         "compiler": os.environ.get("CXX", "c++").encode(),
-        "flags": " ".join(CFLAGS + LDFLAGS).encode(),
+        "flags": " ".join((*CFLAGS, *LDFLAGS)).encode(),
     }
 
 
@@ -96,33 +96,64 @@ def build_name(inputs: dict[str, bytes] | None = None) -> str:
     return f"ownvoice_cpu_ops_{digest}"
 
 
+def build_dir(name: str | None = None) -> Path:
+    """Where the build of these inputs lives (torch's extension cache, as torch chooses it)."""
+    from torch.utils.cpp_extension import get_default_build_root
+
+    root = os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()
+    return Path(root) / (name or build_name())
+
+
+def prepare() -> tuple[bool, str]:
+    """Build the kernels now rather than at the first model load (`ownvoice doctor --prepare`,
+    run by `make serve` before the server listens, and by image builds): (fine, what was done).
+    Not fine only when they should build here and could not."""
+    import time
+
+    if os.environ.get("OWNVOICE_NO_KERNELS") == "1":
+        return True, "CPU kernels: not used (OWNVOICE_NO_KERNELS=1; torch's ops)"
+    if not cpu_supports_avx2():
+        return True, "CPU kernels: not used on this CPU (they need x86-64 with AVX2 and FMA)"
+    folder = build_dir()
+    name = folder.name
+    already = (folder / f"{name}.so").exists()
+    t0 = time.monotonic()
+    if cpu_kernels() is None:
+        return False, (
+            "CPU kernels: could not be built (the reason is above); speech on the CPU uses "
+            "torch's slower ops. Install a C++ compiler (Debian/Ubuntu: g++) and run again"
+        )
+    how = "already built" if already else f"built in {time.monotonic() - t0:.0f} s"
+    return True, f"CPU kernels: ready ({how}) in {folder}"
+
+
 def _build():
     import time
 
-    from torch.utils.cpp_extension import get_default_build_root, load
+    from torch.utils.cpp_extension import load
 
     try:
         name = build_name()
-        root = os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()  # as torch
-        build_dir = Path(root) / name
-        build_dir.mkdir(parents=True, exist_ok=True)
-        with open(build_dir / "ownvoice.lock", "w") as held:
+        folder = build_dir(name)
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / "ownvoice.lock", "w") as held:
             fcntl.flock(held, fcntl.LOCK_EX)  # another process building it: wait for it
-            (build_dir / "lock").unlink(missing_ok=True)  # torch's, left by a killed build
-            sources = _copy_sources(build_dir / "src")
-            built = (build_dir / f"{name}.so").exists()
+            (folder / "lock").unlink(missing_ok=True)  # torch's, left by a killed build
+            sources = _copy_sources(folder / "src")
+            built = (folder / f"{name}.so").exists()
             if not built:  # minutes of silence otherwise, on a first start
                 log.info(
                     "building the CPU kernels in %s (first start of this environment only; "
-                    "about 2 minutes on 2 cores)", build_dir,
+                    "about 2 minutes on 2 cores)", folder,
                 )  # fmt: skip
             t0 = time.monotonic()
             module = load(
                 name=name,
                 sources=[str(f) for f in sources],
-                build_directory=str(build_dir),
-                extra_cflags=CFLAGS,
-                extra_ldflags=LDFLAGS,
+                build_directory=str(folder),
+                # copies: torch appends its own flags to the lists it is given
+                extra_cflags=list(CFLAGS),
+                extra_ldflags=list(LDFLAGS),
                 verbose=False,
             )
             if not built:

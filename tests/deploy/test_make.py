@@ -46,7 +46,8 @@ def set_up(tmp_path) -> Path:
 
 
 def test_a_second_make_serve_installs_nothing(set_up):
-    assert would_run(set_up, "serve") == ["venv/bin/ownvoice serve "]
+    assert would_run(set_up, "serve") == ["venv/bin/ownvoice doctor --prepare",
+                                          "venv/bin/ownvoice serve "]  # fmt: skip
     assert not any("pip" in line for line in would_run(set_up, "test"))
 
 

@@ -75,3 +75,37 @@ def test_a_first_build_says_so_in_the_log(tmp_path, monkeypatch, caplog):
     assert len(first) == 2 and first[0].startswith("building the CPU kernels in "), first
     assert "first start" in first[0] and first[1].startswith("CPU kernels built in "), first
     assert not caplog.messages  # found built: nothing to say
+
+
+def prepare(**env) -> subprocess.CompletedProcess:
+    """`ownvoice doctor --prepare`, as `make serve` runs it before the server starts."""
+    return subprocess.run(
+        [sys.executable, "-m", "ownvoice", "doctor", "--prepare"], env={**os.environ, **env},
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+
+
+def test_doctor_prepare_builds_the_kernels_before_a_start():
+    from ownvoice.kernels import build_dir, cpu_supports_avx2
+
+    if not cpu_supports_avx2():
+        pytest.skip("no CPU kernels on this CPU")
+    out = prepare()
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.startswith("CPU kernels: ready ("), out.stdout
+    assert str(build_dir()) in out.stdout
+    assert (build_dir() / f"{build_dir().name}.so").is_file()  # what the first load then finds
+    again = prepare()
+    assert again.returncode == 0 and "(already built)" in again.stdout
+
+
+def test_doctor_prepare_fails_with_the_fix_when_nothing_can_build(tmp_path):
+    from ownvoice.kernels import cpu_supports_avx2
+
+    if not cpu_supports_avx2():
+        pytest.skip("no CPU kernels on this CPU")
+    out = prepare(CXX=str(tmp_path / "no-compiler"), TORCH_EXTENSIONS_DIR=str(tmp_path))
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "could not be built" in out.stdout and "g++" in out.stdout
+    skipped = prepare(OWNVOICE_NO_KERNELS="1")
+    assert skipped.returncode == 0 and "not used" in skipped.stdout
