@@ -4,8 +4,8 @@ FastAPI's document is built from the wire types, which cannot know what a config
 the loaded models allow. On top of it: the text length limit (limits.max_input_chars), what a
 one-shot clone's clip must look like (base64, maybe in a `data:` URL), the seed's exact bounds,
 the voices that exist now (an enum: a name that is not listed is refused with 400), the
-languages (names and codes), the rules that tie fields together (the `design` voice needs
-instructions; ICL cloning needs the transcript; a task_type names voices of its kind), and no
+languages (names and codes, in every spelling the server takes), the rules that tie fields
+together (ICL cloning needs the transcript; a task_type names voices of its kind), and no
 security scheme when no API key is set. The voices change while the server runs, so the
 document is made again on each request for it (a few milliseconds; clients read it rarely).
 """
@@ -13,6 +13,7 @@ document is made again on each request for it (a few milliseconds; clients read 
 from __future__ import annotations
 
 import copy
+import re
 
 from fastapi import FastAPI
 
@@ -32,18 +33,20 @@ def document(app: FastAPI, settings) -> dict:
         FastAPI.openapi(app)  # the static part, once (FastAPI caches it on the app)
     doc = copy.deepcopy(app.openapi_schema)
     schemas = doc["components"]["schemas"]
-    languages = {"type": "string", "enum": sorted({*KNOWN, *NAMES})}
+    languages = {"anyOf": [{"type": "string", "enum": sorted({*KNOWN, *NAMES})},
+                           {"type": "string", "pattern": language_pattern()}]}  # fmt: skip
     for name in ("SpeechRequest", "VoiceCloneRequest"):
         props = schemas[name]["properties"]
         props["input"].update(
             minLength=1, maxLength=settings.limits.max_input_chars, pattern=NOT_BLANK
         )
-        props["language"]["anyOf"] = [languages, {"type": "null"}]
+        props["language"]["anyOf"] = [*languages["anyOf"], {"type": "null"}]
         # FastAPI's document holds bounds as floats, and 2**64 - 1 is no float (it would say
         # 2**64, which the server refuses)
         seed = next(b for b in props["seed"]["anyOf"] if b.get("type") == "integer")
         seed.update(minimum=MIN_SEED, maximum=MAX_SEED)
-    schemas["DesignRequest"]["properties"]["language"]["anyOf"] = [languages, {"type": "null"}]
+    schemas["DesignRequest"]["properties"]["language"]["anyOf"] = [*languages["anyOf"],
+                                                                    {"type": "null"}]  # fmt: skip
     schemas["VoiceCloneRequest"]["properties"]["ref_audio"].update(pattern=BASE64_CLIP)
     _voices(schemas, app.state.service.voicemap.list())
     # one-shot ICL cloning needs the clip's transcript; x-vector mode does not
@@ -87,6 +90,25 @@ def _voices(schemas: dict, entries: list[dict]) -> None:
           for task in tasks),
     ]  # fmt: skip
     speech["allOf"] = rules
+
+
+# what str.strip() removes (protocol.NOT_BLANK is its complement)
+_SPACE = NOT_BLANK.replace("[^", "[", 1)
+
+
+def language_pattern() -> str:
+    """Every spelling languages.check_language takes: blank (auto), or a name or code in any
+    case with spaces around, a code with any region after '-' or '_' ("en-US", " English ",
+    "pt_BR")."""
+    def any_case(word: str) -> str:
+        return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else re.escape(c) for c in word)
+
+    def one_of(words) -> str:
+        return "|".join(any_case(w) for w in sorted(words, key=len, reverse=True))
+
+    # a code may carry a region ("en-US"); a name is said alone ("english")
+    spoken = f"(?:{one_of(NAMES)})([-_][\\s\\S]*)?|(?:{one_of(KNOWN)})"
+    return f"^{_SPACE}*({spoken})?{_SPACE}*$"
 
 
 def _task(task: str) -> dict:

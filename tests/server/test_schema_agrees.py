@@ -62,6 +62,11 @@ CASES = [
      {"input": "Hi.", "ref_audio": CLIP, "ref_text": "x" * 1001}),
     ("/v1/audio/voice-clone", "VoiceCloneRequest",
      {"input": "Hi.", "ref_audio": "data:audio/wav;base64," + CLIP, "ref_text": "Hello there."}),
+    # every spelling of a language the server takes (blank is auto), and not a name with a region
+    *(("/v1/audio/speech", "SpeechRequest", {"voice": "ryan", "input": "Hi.", "language": lang})
+      for lang in ("", "\u0085", " EN-us ", "pt_BR", "English", "english-x", "en-\n", "enx")),
+    ("/v1/audio/speech", "SpeechRequest",
+     {"voice": {"id": "design"}, "input": "Hi.", "language": "", "task_type": None}),
     ("/v1/audio/designs", "DesignRequest", {"name": "calm", "instructions": "\u0085"}),
     ("/v1/audio/designs", "DesignRequest", {"name": "calm", "instructions": "\x1c"}),
 ]  # fmt: skip
