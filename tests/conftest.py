@@ -1,4 +1,5 @@
-"""Shared fixtures: tiny random checkpoints of every model type, built once per test session."""
+"""Shared fixtures: tiny random checkpoints of every model type, built once per test session, and
+the engines on them, loaded once per session (per pytest-xdist worker)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,34 @@ from pathlib import Path
 import pytest
 import torch
 
-# two cores are shared by everything here; more threads only thrash
-torch.set_num_threads(min(2, os.cpu_count() or 1))
+# the cores are shared by everything here, pytest-xdist's workers included (make test runs two):
+# more threads than a worker's share only thrash, and the tiny test models gain nothing from them
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+torch.set_num_threads(max(1, min(2, os.cpu_count() or 1) // _WORKERS))
+
+
+# The test files that take longest (seconds on one of two busy cores), started first: make test
+# hands tests to its two workers one at a time in this order (--dist loadgroup
+# --no-loadscope-reorder), so that the workers end together instead of one finishing a
+# three-minute file alone. The rest keep their order.
+LONGEST_FIRST = (
+    "tests/engine/test_full_size.py",  # ~200 (one group: its module writes two 2.4 GB checkpoints)
+    "tests/server/test_schema_fuzz.py",  # ~175
+    "tests/engine/test_memory.py",  # ~120-170
+    "tests/server/test_speech_stream_exact.py",  # ~130-160
+    "tests/web/test_page.py",  # ~100 (one group: one browser and one server)
+    "tests/test_bench.py",  # ~90
+    "tests/server/test_vllm_omni.py",  # ~55
+    "tests/test_gpu_check.py",  # ~45
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item) -> int:
+        path = item.nodeid.split("::")[0]
+        return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable
 
 
 class TinyCheckpoints:
@@ -30,3 +57,22 @@ class TinyCheckpoints:
 @pytest.fixture(scope="session")
 def tiny_checkpoints(tmp_path_factory) -> TinyCheckpoints:
     return TinyCheckpoints(tmp_path_factory.mktemp("tiny-checkpoints"))
+
+
+@pytest.fixture(scope="session")
+def tiny_engine(tiny_checkpoints):
+    """(`like`, **Engine.load options) -> an Engine on that tiny checkpoint (CPU, float32 unless
+    said), loaded once per session and shared: tests that change an engine's state (fault
+    injection, its thread count) load their own."""
+    from ownvoice.engine.engine import Engine
+
+    cache = {}
+
+    def get(like: str, **options):
+        key = (like, tuple(sorted(options.items())))
+        if key not in cache:
+            kw = {"device": "cpu", "dtype": "float32", **options}
+            cache[key] = Engine.load(str(tiny_checkpoints[like]), **kw)
+        return cache[key]
+
+    return get

@@ -100,6 +100,7 @@ def language_pattern() -> str:
     """Every spelling languages.check_language takes: blank (auto), or a name or code in any
     case with spaces around, a code with any region after '-' or '_' ("en-US", " English ",
     "pt_BR")."""
+
     def any_case(word: str) -> str:
         return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else re.escape(c) for c in word)
 

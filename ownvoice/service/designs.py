@@ -34,7 +34,9 @@ MAX_DESCRIPTION = 4096
 # the plain `design` voice without `instructions`: an unremarkable voice, so that a client that
 # cannot send a description still hears speech (a new sample of it at every request, unless
 # the request fixes a seed)
-DEFAULT_DESCRIPTION = "A clear, natural adult voice, calm and friendly, speaking at a moderate pace."
+DEFAULT_DESCRIPTION = (
+    "A clear, natural adult voice, calm and friendly, speaking at a moderate pace."
+)
 
 
 @dataclass(frozen=True)

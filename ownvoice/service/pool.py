@@ -135,8 +135,10 @@ class EnginePool:
         """What /health and the page show: one line for all the models on the CPU, with the fix."""
         if not self._on_cpu:
             return []
-        which = f"model {self._on_cpu[0]} runs" if len(self._on_cpu) == 1 else (
-            f"models {', '.join(self._on_cpu)} run"
+        which = (
+            f"model {self._on_cpu[0]} runs"
+            if len(self._on_cpu) == 1
+            else (f"models {', '.join(self._on_cpu)} run")
         )
         return [
             f"{which} on the CPU (device: {self.config.engine.device}); speech will be much "

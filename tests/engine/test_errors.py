@@ -15,17 +15,8 @@ SHORT = SynthesisOptions(sampling=SamplingOptions.greedy(), max_frames=3)
 
 
 @pytest.fixture(scope="module")
-def engine(tiny_checkpoints):
-    from ownvoice.engine.engine import Engine
-
-    cache = {}
-
-    def get(like):
-        if like not in cache:
-            cache[like] = Engine.load(str(tiny_checkpoints[like]), device="cpu", dtype="float32")
-        return cache[like]
-
-    return get
+def engine(tiny_engine):
+    return tiny_engine
 
 
 def test_unknown_speaker_lists_the_valid_ones(engine):

@@ -19,20 +19,8 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def engines(tiny_checkpoints):
-    from ownvoice.engine.engine import Engine
-
-    cache = {}
-
-    def get(like, fast):
-        key = (like, fast)
-        if key not in cache:
-            cache[key] = Engine.load(
-                str(tiny_checkpoints[like]), device="cpu", dtype="float32", fast=fast
-            )
-        return cache[key]
-
-    return get
+def engines(tiny_engine):
+    return lambda like, fast: tiny_engine(like, fast=fast)
 
 
 @pytest.mark.parametrize("like,kwargs,text_mode", CASES)

@@ -13,6 +13,8 @@ import torch
 
 from ownvoice.engine.fast.packed import to_panels
 
+pytestmark = pytest.mark.alone  # it times other threads while a kernel runs
+
 
 def _longest_stall(call) -> tuple[float, float]:
     """Run `call` while another Python thread notes the time in a loop: the longest stretch of

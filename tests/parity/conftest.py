@@ -26,20 +26,9 @@ def reference_models(tiny_checkpoints):
 
 
 @pytest.fixture(scope="session")
-def our_engines(tiny_checkpoints):
+def our_engines(tiny_engine):
     """`like` -> an ownvoice Engine on the same checkpoint (float32, CPU, eager path)."""
-    from ownvoice.engine.engine import Engine
-
-    cache = {}
-
-    def get(like):
-        if like not in cache:
-            cache[like] = Engine.load(
-                str(tiny_checkpoints[like]), device="cpu", dtype="float32", fast=False
-            )
-        return cache[like]
-
-    return get
+    return lambda like: tiny_engine(like, fast=False)
 
 
 @pytest.fixture(scope="session")

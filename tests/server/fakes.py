@@ -7,7 +7,9 @@ pitch depends on the voice, with continuous phase; a request makes `frames_per_c
 input character (runaway: always its cap), capped as Engine.start caps: options.max_frames,
 else engine.options.frame_cap of the text. `frame_delay`
 sleeps once per step (a step advances every running row), so tests can hold a generation open;
-a cancelled row leaves at the next step, as in the real engine (unless `ignore_stop`).
+`gated=True` instead makes each step wait until the test allows it (`allow(n)`): for tests whose
+subject is the order of events, not time. A cancelled row leaves at the next step, as in the
+real engine (unless `ignore_stop`).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class FakeEngine:
         device: str = "cpu",
         ignore_stop: bool = False,
         max_batch: int = 16,
+        gated: bool = False,
     ):
         self.model_type = model_type
         self.device = device
@@ -66,6 +69,12 @@ class FakeEngine:
         self.audio: list[Sequence] = []  # sequences with audio not yet decoded
         self.max_active = 0  # most rows in one step
         self.steps = 0
+        self.gate = threading.Semaphore(0) if gated else None
+        self.batches: list[int] = []  # rows in each step, in order
+
+    def allow(self, steps: int = 1) -> None:
+        """Let `steps` more steps happen (gated engines)."""
+        self.gate.release(steps)
 
     # -- the Engine interface ----------------------------------------------------------------
 
@@ -176,7 +185,10 @@ class FakeEngine:
     def step(self):
         """Like Engine.step: frames now, their chunks decoded as the iterator is read."""
         if self.rows:
+            if self.gate is not None and not self.gate.acquire(timeout=60):
+                raise TimeoutError("the test allowed no step for 60 s")
             self.steps += 1
+            self.batches.append(len(self.rows))
             self.threads.add(threading.current_thread().name)
             if self.frame_delay:
                 time.sleep(self.frame_delay)

@@ -15,18 +15,31 @@ import logging
 
 import pytest
 
-# the test extra installs both clients: a missing one fails here, it is not skipped
-from agents.voice import OpenAITTSModel, TTSModelSettings
-from livekit.agents import APIStatusError, tokenize
-from livekit.agents import tts as lk_tts
-from livekit.plugins import openai as lk_openai
-from openai import AsyncOpenAI
-
 from ownvoice.server import create_app
 from ownvoice.service.encode import FORMATS
 from tests.server.helpers import live_server, make_settings
 
 FRAME = 1920  # samples per 80 ms frame at 24 kHz
+
+
+@pytest.fixture(scope="module")
+def c():
+    """The two clients' modules, imported by the tests that use them (seconds of imports that
+    collecting the other tests need not pay). The test extra installs both: a missing one
+    fails here, it is not skipped."""
+    from types import SimpleNamespace
+
+    from agents.voice import OpenAITTSModel, TTSModelSettings
+    from livekit.agents import APIStatusError, tokenize
+    from livekit.agents import tts as lk_tts
+    from livekit.plugins import openai as lk_openai
+    from openai import AsyncOpenAI
+
+    return SimpleNamespace(
+        OpenAITTSModel=OpenAITTSModel, TTSModelSettings=TTSModelSettings,
+        APIStatusError=APIStatusError, tokenize=tokenize, lk_tts=lk_tts, lk_openai=lk_openai,
+        AsyncOpenAI=AsyncOpenAI,
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +59,7 @@ def agent_server(tiny_checkpoints, tmp_path_factory):
             yield f"{base}/v1"
 
 
-async def livekit_samples(tts: lk_openai.TTS, text: str) -> tuple[int, str]:
+async def livekit_samples(tts, text: str) -> tuple[int, str]:
     samples, request_id = 0, ""
     async with tts.synthesize(text) as stream:
         async for event in stream:
@@ -56,9 +69,9 @@ async def livekit_samples(tts: lk_openai.TTS, text: str) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_livekit_synthesize_in_every_format_with_a_request_id(agent_server, fmt, caplog):
+def test_livekit_synthesize_in_every_format_with_a_request_id(c, agent_server, fmt, caplog):
     async def run():
-        tts = lk_openai.TTS(base_url=agent_server, api_key="x", model="tts-1", voice="alloy",
+        tts = c.lk_openai.TTS(base_url=agent_server, api_key="x", model="tts-1", voice="alloy",
                             response_format=fmt)  # fmt: skip
         try:
             return await livekit_samples(tts, "Hi there.")
@@ -74,15 +87,15 @@ def test_livekit_synthesize_in_every_format_with_a_request_id(agent_server, fmt,
     assert "no request_id" not in caplog.text
 
 
-def test_livekit_over_sse_and_through_its_stream_adapter(agent_server, caplog):
+def test_livekit_over_sse_and_through_its_stream_adapter(c, agent_server, caplog):
     async def run():
         # gpt-4o-mini-tts makes the plugin ask for SSE
-        tts = lk_openai.TTS(base_url=agent_server, api_key="x", model="gpt-4o-mini-tts",
+        tts = c.lk_openai.TTS(base_url=agent_server, api_key="x", model="gpt-4o-mini-tts",
                             voice="ryan", response_format="pcm")  # fmt: skip
         try:
             sse, _ = await livekit_samples(tts, "Hello.")
-            adapter = lk_tts.StreamAdapter(
-                tts=tts, sentence_tokenizer=tokenize.basic.SentenceTokenizer(min_sentence_len=1)
+            adapter = c.lk_tts.StreamAdapter(
+                tts=tts, sentence_tokenizer=c.tokenize.basic.SentenceTokenizer(min_sentence_len=1)
             )
             streamed, segments = 0, set()
             async with adapter.stream() as stream:
@@ -113,9 +126,11 @@ def test_livekit_over_sse_and_through_its_stream_adapter(agent_server, caplog):
         ("x" * 5000, "alloy", "mp3", "the limit is 4096"),
     ],
 )
-def test_livekit_shows_the_servers_own_message_for_bad_input(agent_server, text, voice, fmt, says):
+def test_livekit_shows_the_servers_own_message_for_bad_input(
+    c, agent_server, text, voice, fmt, says
+):
     async def run():
-        tts = lk_openai.TTS(base_url=agent_server, api_key="x", model="tts-1", voice=voice,
+        tts = c.lk_openai.TTS(base_url=agent_server, api_key="x", model="tts-1", voice=voice,
                             response_format=fmt)  # fmt: skip
         try:
             async with tts.synthesize(text) as stream:
@@ -124,17 +139,17 @@ def test_livekit_shows_the_servers_own_message_for_bad_input(agent_server, text,
         finally:
             await tts.aclose()
 
-    with pytest.raises(APIStatusError) as e:
+    with pytest.raises(c.APIStatusError) as e:
         asyncio.run(run())
     assert e.value.status_code == 400 and says in str(e.value), str(e.value)
 
 
-def test_openai_agents_sdk_tts_model(agent_server):
+def test_openai_agents_sdk_tts_model(c, agent_server):
     async def run():
-        client = AsyncOpenAI(base_url=agent_server, api_key="x")
-        model = OpenAITTSModel(model="tts-1", openai_client=client)
+        client = c.AsyncOpenAI(base_url=agent_server, api_key="x")
+        model = c.OpenAITTSModel(model="tts-1", openai_client=client)
         data = b""
-        async for chunk in model.run("Hello there.", TTSModelSettings(voice="alloy")):
+        async for chunk in model.run("Hello there.", c.TTSModelSettings(voice="alloy")):
             data += chunk
         await client.close()
         return data
@@ -143,7 +158,7 @@ def test_openai_agents_sdk_tts_model(agent_server):
     assert len(data) >= 3 * FRAME * 2 and len(data) % 2 == 0  # pcm s16le at 24 kHz
 
 
-def test_livekit_request_during_a_long_one_joins_the_batch_without_retry(agent_server, caplog):
+def test_livekit_request_during_a_long_one_joins_the_batch_without_retry(c, agent_server, caplog):
     """Default configuration (a batch of 4 on the CPU): a LiveKit request sent while a
     1500-character request is being spoken starts at the next frame, finishes first, and is
     sent once (no timeout, no retry)."""
@@ -161,7 +176,7 @@ def test_livekit_request_during_a_long_one_joins_the_batch_without_retry(agent_s
         long_done.set()
 
     async def run():
-        tts = lk_openai.TTS(base_url=agent_server, api_key="x", model="tts-1", voice="alloy",
+        tts = c.lk_openai.TTS(base_url=agent_server, api_key="x", model="tts-1", voice="alloy",
                             response_format="pcm")  # fmt: skip
         try:
             return await livekit_samples(tts, "Quick answer.")

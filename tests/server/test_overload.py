@@ -15,6 +15,8 @@ import pytest
 from tests.server.fakes import FakeEngine
 from tests.server.helpers import make_settings, serve
 
+pytestmark = pytest.mark.alone  # its bounds are times (a 429 at once, a row freed within 0.9 s)
+
 
 def metric(base: str, name: str) -> float:
     for line in httpx.get(f"{base}/metrics").text.splitlines():

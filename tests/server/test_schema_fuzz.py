@@ -82,7 +82,9 @@ def test_schemathesis_finds_nothing(tmp_path):
             )  # fmt: skip
     for name, run in results.items():
         out = run.stdout + run.stderr
-        start = next((out.find(h) for h in ("ERRORS", "FAILURES", "WARNINGS", "SUMMARY") if h in out), -1)
+        start = next(
+            (out.find(h) for h in ("ERRORS", "FAILURES", "WARNINGS", "SUMMARY") if h in out), -1
+        )
         print(f"\n--- schemathesis, {name}:\n" + (out[start:] if start >= 0 else out[-3000:]))
     for name, run in results.items():
         assert run.returncode == 0, f"schemathesis found failures in {name} (printed above)"

@@ -11,6 +11,7 @@ import time
 
 import httpx
 import numpy as np
+import pytest
 import soundfile as sf
 import soxr
 from selenium.webdriver.common.by import By  # a pinned test dependency: missing is a failure
@@ -18,6 +19,9 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tests.web.conftest import MIC_RATE, chromium, reference_clip
+
+# one worker runs them all: one browser and one server
+pytestmark = pytest.mark.xdist_group("web")
 
 LONG_TEXT = " ".join(
     f"Sentence number {n} of a long text, read while the rest is still being made."
@@ -162,6 +166,7 @@ def test_stats_show_while_the_audio_is_made(browser, site):
     wait(browser, lambda d: not d.find_element(By.ID, "stop").is_enabled())
 
 
+@pytest.mark.alone  # the audio must be made faster than it plays
 def test_stop_stays_while_the_audio_plays_and_silences_it(browser, site):
     """Generation ends before playback (faster than real time): Stop is for what still plays."""
     base, _, _ = site
@@ -175,6 +180,7 @@ def test_stop_stays_while_the_audio_plays_and_silences_it(browser, site):
     assert browser.find_element(By.ID, "speak-stats").text.endswith("· stopped")
 
 
+@pytest.mark.alone  # the audio must be made faster than it plays
 def test_a_second_speak_stops_the_first(browser, site):
     base, _, _ = site
     open_page(browser, base)
@@ -483,6 +489,7 @@ def test_keyboard_labels_and_a_phone_sized_screen(site, mic_wav, screenshots):
 DESCRIPTION = "A calm, low voice that speaks slowly."
 
 
+@pytest.mark.alone  # the audio must be made faster than it plays
 def test_a_design_can_be_stopped_heard_again_and_downloaded(browser, site, downloads):
     base, _, _ = site
     open_page(browser, base)

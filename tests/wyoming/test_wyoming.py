@@ -373,6 +373,7 @@ def test_zeroconf_announces_a_reachable_listener_only(tiny_checkpoints, tmp_path
         assert "announced as" in caplog.text
 
 
+@pytest.mark.alone  # it times how soon a row is freed
 def test_a_vanished_client_leaves_the_batch_at_the_next_step(tmp_path, monkeypatch):
     """Counted in engine steps (a fake engine that takes 150 ms a frame): the row of a client
     that disconnects leaves within two steps, while the other rows carry on. (At 50 ms a step,
