@@ -57,8 +57,11 @@ def test_eight_streaming_clients_each_get_their_solo_audio(tiny_checkpoints, tmp
         limits={"max_batch": 8},
         # two threads, as a server on two cores has (a test worker has one): the default
         # overlap is decided by them
-        optimization={"streaming": {"emit_every_frames": 3}, "quantize": quantize,
-                      "num_threads": 2},  # fmt: skip
+        optimization={
+            "streaming": {"emit_every_frames": 3},
+            "quantize": quantize,
+            "num_threads": 2,
+        },  # fmt: skip
     )
     with serve(settings) as (base, app):
         solo = [fetch(base, body(i)) for i in range(8)]
