@@ -23,7 +23,7 @@ serve: install
 # load) run with the machine to themselves; both phases run, and either failing fails.
 test: install-test
 	@status=0; \
-	OWNVOICE_REQUIRE_REFERENCE=1 $(VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "not alone" || status=1; \
+	OWNVOICE_REQUIRE_REFERENCE=1 $(VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not alone" || status=1; \
 	OWNVOICE_REQUIRE_REFERENCE=1 $(VENV)/bin/python -m pytest -q -m alone || status=1; \
 	exit $$status
 

@@ -15,9 +15,6 @@ from ownvoice.dev.random_checkpoint import write_random_checkpoint
 from ownvoice.engine.options import SamplingOptions, SynthesisOptions
 from tests.parity.scenarios import REF_TEXT, TEXT, reference_clip
 
-# one worker runs them all: their checkpoints are written once
-pytestmark = pytest.mark.xdist_group("full-size")
-
 FRAMES = 20
 
 

@@ -20,9 +20,6 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tests.web.conftest import MIC_RATE, chromium, reference_clip
 
-# one worker runs them all: one browser and one server
-pytestmark = pytest.mark.xdist_group("web")
-
 LONG_TEXT = " ".join(
     f"Sentence number {n} of a long text, read while the rest is still being made."
     for n in range(4)
