@@ -5,6 +5,7 @@ and keep it, the API key, another origin, errors, keyboard and a phone-sized scr
 from __future__ import annotations
 
 import http.server
+import io
 import re
 import threading
 import time
@@ -65,16 +66,20 @@ def speak(driver, text: str, voice: str = "ryan", seed: int | None = 7):
     return items[0] if len(items) > before else None
 
 
-def page_audio(driver, item, downloads) -> bytes:
-    """The WAV the page made of what it played, through its Download button."""
-    seed = item.get_attribute("data-seed")
-    target = downloads / f"ownvoice-{seed}.wav"
+def download(driver, button, target, timeout: float = 60) -> bytes:
+    """Click a download button or link; the bytes of the file it saves as `target`."""
     target.unlink(missing_ok=True)
-    Select(driver.find_element(By.ID, "format")).select_by_value("wav")
-    item.find_element(By.XPATH, ".//button[starts-with(text(), 'Download')]").click()
-    wait(driver, lambda d: target.is_file() and target.stat().st_size > 44, timeout=30)
+    button.click()
+    wait(driver, lambda d: target.is_file() and target.stat().st_size > 44, timeout=timeout)
     time.sleep(0.2)  # the file is renamed into place once complete
     return target.read_bytes()
+
+
+def page_audio(driver, item, downloads) -> bytes:
+    """The WAV the page made of what it played, through its Download button."""
+    Select(driver.find_element(By.ID, "format")).select_by_value("wav")
+    button = item.find_element(By.XPATH, ".//button[starts-with(text(), 'Download')]")
+    return download(driver, button, downloads / f"ownvoice-{item.get_attribute('data-seed')}.wav")
 
 
 def http_pcm(
@@ -188,16 +193,20 @@ def test_a_second_speak_stops_the_first(browser, site):
     assert first.get_attribute("data-interrupted") == "true"  # silenced, not played over
 
 
+def start_a_voice(driver, base: str, name: str, clip_path) -> None:
+    """Open the Voices tab with a name and a reference clip filled in."""
+    clip_path.write_bytes(reference_clip())
+    open_page(driver, base)
+    tab(driver, "voices")
+    fill(driver, "voice-name", name)
+    driver.find_element(By.ID, "voice-file").send_keys(str(clip_path))
+
+
 def test_upload_a_voice_speak_with_it_and_delete_it(
     browser, site, tmp_path, screenshots, downloads
 ):
     base, _, voices = site
-    clip = tmp_path / "alice.wav"
-    clip.write_bytes(reference_clip())
-    open_page(browser, base)
-    tab(browser, "voices")
-    fill(browser, "voice-name", "Alice")
-    browser.find_element(By.ID, "voice-file").send_keys(str(clip))
+    start_a_voice(browser, base, "Alice", tmp_path / "alice.wav")
     fill(browser, "voice-transcript", "This is how Alice sounds when she reads.")
     browser.find_element(By.ID, "voice-consent").click()
     browser.find_element(By.ID, "voice-save").click()
@@ -496,14 +505,11 @@ def test_a_design_can_be_stopped_heard_again_and_downloaded(browser, site, downl
     assert result.is_displayed() and playing(browser)
     assert browser.find_element(By.ID, "design-stop").is_enabled()
     assert browser.find_element(By.ID, "design-audio").get_attribute("src").startswith("blob:")
-    target = downloads / "ownvoice-design-7.wav"
-    target.unlink(missing_ok=True)
-    browser.find_element(By.ID, "design-download").click()
-    wait(browser, lambda d: target.is_file() and target.stat().st_size > 44, timeout=30)
-    time.sleep(0.2)  # renamed into place once complete
+    link = browser.find_element(By.ID, "design-download")
+    saved = download(browser, link, downloads / "ownvoice-design-7.wav")
     text = browser.find_element(By.ID, "design-text").get_attribute("value")
     expected = http_pcm(base, text, "design", 7, instructions=DESCRIPTION)
-    assert target.read_bytes()[44:] == expected  # what was heard, as the API makes it
+    assert saved[44:] == expected  # what was heard, as the API makes it
     browser.find_element(By.ID, "design-stop").click()
     wait(browser, lambda d: result.get_attribute("data-interrupted") == "true", timeout=5)
     assert not playing(browser) and not browser.find_element(By.ID, "design-stop").is_enabled()
@@ -519,24 +525,15 @@ def test_the_download_format_is_the_one_chosen_when_downloading(browser, site, d
     Select(browser.find_element(By.ID, "format")).select_by_value("flac")
     button = item.find_element(By.CSS_SELECTOR, "button.download")
     assert button.text == "Download FLAC"
-    target = downloads / "ownvoice-4.flac"
-    target.unlink(missing_ok=True)
-    button.click()
-    wait(browser, lambda d: target.is_file() and target.stat().st_size > 0, timeout=60)
-    time.sleep(0.2)
-    audio, rate = sf.read(target, dtype="int16")
+    saved = download(browser, button, downloads / "ownvoice-4.flac")
+    audio, rate = sf.read(io.BytesIO(saved), dtype="int16")
     pcm = np.frombuffer(http_pcm(base, "Saved in another format.", "ryan", 4), "<i2")
     assert rate == 24000 and np.array_equal(audio, pcm)
 
 
 def test_refusals_use_the_pages_words_and_the_transcript_box_reopens(browser, site, tmp_path):
-    base, _, voices = site
-    clip = tmp_path / "bob.wav"
-    clip.write_bytes(reference_clip())
-    open_page(browser, base)
-    tab(browser, "voices")
-    fill(browser, "voice-name", "Bob")
-    browser.find_element(By.ID, "voice-file").send_keys(str(clip))
+    base, _, _ = site
+    start_a_voice(browser, base, "Bob", tmp_path / "bob.wav")
     browser.find_element(By.ID, "voice-xvector").click()
     assert not browser.find_element(By.ID, "voice-transcript").is_enabled()
     browser.find_element(By.ID, "voice-save").click()  # the consent box left empty
