@@ -20,12 +20,12 @@ torch.set_num_threads(max(1, min(2, os.cpu_count() or 1) // _WORKERS))
 # a file's module fixtures, a server or a browser, are made once), so that the workers end
 # together instead of one finishing a three-minute file alone. The rest keep their order.
 LONGEST_FIRST = (
-    "tests/engine/test_full_size.py",  # ~200 (its module writes two 2.4 GB checkpoints)
     "tests/server/test_schema_fuzz.py",  # ~175
     "tests/engine/test_memory.py",  # ~120-170
-    "tests/server/test_speech_stream_exact.py",  # ~130-160
-    "tests/web/test_page.py",  # ~100
+    "tests/engine/test_full_size.py",  # ~85 (+ ~50 where tests/checkpoint_cache.py writes)
+    "tests/web/test_page.py",  # ~90
     "tests/test_bench.py",  # ~90
+    "tests/server/test_speech_stream_exact.py",  # ~75
     "tests/server/test_vllm_omni.py",  # ~55
     "tests/test_gpu_check.py",  # ~45
 )

@@ -3,7 +3,8 @@
 Tiny checkpoints exercise the logic; full size exercises what tiny shapes cannot: real head
 counts and widths in the C++ layer kernel, 16-bit weight packing of 1024-wide rows, huge-page
 arenas, KV caches past their first capacity with long prompts. Greedy codes must be identical.
-About two minutes on two cores (two 2.4 GB checkpoints written, eager decoding at ~1 s/frame).
+About a minute and a half on two cores (eager decoding at ~1 s/frame), plus writing the two
+2.4 GB checkpoints on a machine's first run (tests/checkpoint_cache.py keeps them).
 """
 
 from __future__ import annotations
@@ -11,18 +12,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ownvoice.dev.random_checkpoint import write_random_checkpoint
 from ownvoice.engine.options import SamplingOptions, SynthesisOptions
+from tests.checkpoint_cache import cached_random_checkpoint
 from tests.parity.scenarios import REF_TEXT, TEXT, reference_clip
 
 FRAMES = 20
 
 
 @pytest.fixture(scope="module")
-def full_size(tmp_path_factory):
-    root = tmp_path_factory.mktemp("full-size")
+def full_size():
     return {
-        like: write_random_checkpoint(root / like, like, tiny=False, seed=3, no_eos=True)
+        like: cached_random_checkpoint(like, tiny=False, seed=3, no_eos=True)
         for like in ("0.6B-CustomVoice", "0.6B-Base")
     }
 

@@ -23,7 +23,7 @@ from tests.web.conftest import MIC_RATE, chromium, reference_clip
 
 LONG_TEXT = " ".join(
     f"Sentence number {n} of a long text, read while the rest is still being made."
-    for n in range(4)
+    for n in range(2)
 )
 
 
