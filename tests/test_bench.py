@@ -160,11 +160,12 @@ def test_teacher_forcing_reproduces_greedy_codes(tiny_checkpoints):
     assert mel_distance(audio, audio) == 0 < mel_distance(audio, audio * 0.5)
 
 
-@pytest.mark.alone  # it measures a share of the CPU
 def test_bench_shared_times_two_processes_against_a_fair_share(tiny_checkpoints, tmp_path):
     model = str(tiny_checkpoints["0.6B-CustomVoice"])
     out, result = bench("--model", model, "--shared", "--frames", "2", "--tries", "1",
                         "--policies", "ownvoice", tmp_path=tmp_path)  # fmt: skip
+    # what it measures is the report's; the test holds its shape (no bound on a time: a busy
+    # machine makes the shares uneven, never wrong)
     (r,) = result["shared"]
     assert r["policy"] == "OWNVOICE" and len(r["solo"]) == 2 and len(r["pairs"]) == 1
     assert r["fair"] == [pytest.approx(sum(r["solo"]))]
