@@ -7,8 +7,9 @@ the chapter mark in the output file. Knows nothing about file formats or audio.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from ownvoice.audiobook.furniture import CODE_MODES, LINK_MODES
 from ownvoice.errors import InvalidInput
 
 NOTES_ANNOUNCEMENT = "Notes."
@@ -18,15 +19,20 @@ TABLE_NOTICE = "A table is left out here."
 @dataclass(frozen=True)
 class ReadOptions:
     """What of a book's apparatus is read: notes at the end of their chapter or not at all,
-    tables row by row or as a short notice, figures by caption or not at all."""
+    tables row by row or as a short notice, figures by caption or not at all, code blocks as a
+    short notice, not at all or read out, URLs and e-mail addresses by their site ("a link to
+    debian.org"), not at all or as written (furniture.py)."""
 
     notes: str = "end"  # "end" | "skip"
     tables: str = "read"  # "read" | "skip"
     figures: str = "read"  # "read" | "skip"
+    code: str = "announce"  # "announce" | "skip" | "read"
+    links: str = "name"  # "name" | "skip" | "read"
 
     def validate(self) -> None:
         for name, allowed in (("notes", ("end", "skip")), ("tables", ("read", "skip")),
-                              ("figures", ("read", "skip"))):  # fmt: skip
+                              ("figures", ("read", "skip")), ("code", CODE_MODES),
+                              ("links", LINK_MODES)):  # fmt: skip
             value = getattr(self, name)
             if value not in allowed:
                 raise InvalidInput(
@@ -90,6 +96,22 @@ class Book:
     cover: bytes | None = None  # image bytes for the output's cover art
     cover_type: str | None = None  # "image/jpeg" or "image/png"
     language: str | None = None  # as declared by the source (EPUB dc:language), else None
+    # what the reader left out, per kind ("contents entries": 161, "code blocks": 4, ...)
+    skipped: dict[str, int] = field(default_factory=dict, compare=False)
+
+
+FRONT_MATTER = "Front matter"
+
+
+def chapter_names(book: Book) -> list[str]:
+    """Each chapter's mark: its title, else "Chapter N" counted without the front matter (an
+    untitled first chapter before titled ones: a title page, a preface without a heading)."""
+    chapters = book.chapters
+    front = len(chapters) > 1 and chapters[0].title is None and any(c.title for c in chapters)
+    return [
+        c.title or (FRONT_MATTER if front and n == 0 else f"Chapter {n + (0 if front else 1)}")
+        for n, c in enumerate(chapters)
+    ]
 
 
 def _norm(text: str | None) -> str:
@@ -104,16 +126,23 @@ def merge_title_only_chapters(chapters: list[Chapter]) -> list[Chapter]:
     book title right before chapter 1: one line of at most 60 characters) into the next one.
 
     The folded heading is still spoken; only the chapter mark moves, and the titles are joined:
-    "Part One — Chapter 1". Without this an audiobook gets two-second chapters.
+    "Part One — Chapter 1" (a title the next chapter repeats is said once, and so is a heading
+    it opens with again). Without this an audiobook gets two-second chapters.
     """
     out: list[Chapter] = []
     carry: Chapter | None = None
     for chapter in chapters:
         if carry is not None:
             titles = [t for t in (carry.title, chapter.title) if t]
+            if len(titles) == 2 and _norm(titles[0]).lower() == _norm(titles[1]).lower():
+                titles = titles[1:]  # said once: a book's title page, then its first heading
+            paragraphs = carry.paragraphs + chapter.paragraphs
+            if carry.paragraphs and chapter.paragraphs and _norm(carry.paragraphs[-1]).lower() \
+                    == _norm(chapter.paragraphs[0]).lower():  # fmt: skip
+                paragraphs = carry.paragraphs + chapter.paragraphs[1:]
             chapter = Chapter(
                 title=" — ".join(titles) or None,
-                paragraphs=carry.paragraphs + chapter.paragraphs,
+                paragraphs=paragraphs,
                 level=min(carry.level, chapter.level),
             )
             carry = None

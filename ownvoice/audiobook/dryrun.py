@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 
 from ownvoice.audiobook.backends import SAMPLE_RATE
+from ownvoice.audiobook.document import chapter_names
 from ownvoice.audiobook.options import BookOptions
 from ownvoice.audiobook.plan import expected_seconds
 
@@ -55,12 +56,14 @@ def dry_run(
             f"estimated time here: {_clock(audio * factor)} one chunk at a time "
             f"({factor:.2f} s per second of audio, measured on a sample)"
         )
+    if book.skipped:
+        lines.append("left out: " + ", ".join(f"{n} {kind}" for kind, n in book.skipped.items()))
+    names = chapter_names(book)
     chapter = None
     for n, job in enumerate(jobs, 1):
         if job.chunk.chapter != chapter:
             chapter = job.chunk.chapter
-            title = book.chapters[chapter].title or f"Chapter {chapter + 1}"
-            lines.append(f"\n== {title}")
+            lines.append(f"\n== {names[chapter]}")
         voice = f"[{job.chunk.voice}] " if job.chunk.voice else ""
         lines.append(f"{n:5d}  {voice}{job.said}")
     return DryRun("\n".join(lines) + "\n", len(jobs), audio, factor)

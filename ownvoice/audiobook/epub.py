@@ -22,11 +22,13 @@ from urllib.parse import unquote, urldefrag
 from xml.etree.ElementTree import Element
 
 from ownvoice.audiobook.archive import LIMITS, Archive, ArchiveLimits
+from ownvoice.audiobook.blocks import Block, chapters_at, place_notes
 from ownvoice.audiobook.budget import TextBudget
 from ownvoice.audiobook.document import Book, Chapter, ReadOptions, merge_title_only_chapters
+from ownvoice.audiobook.furniture import Skipped
 from ownvoice.audiobook.nav import parse_nav
 from ownvoice.audiobook.safexml import parse_xml
-from ownvoice.audiobook.xhtml import Block, chapters_at, parse_xhtml, place_notes
+from ownvoice.audiobook.xhtml import parse_xhtml
 from ownvoice.errors import InvalidInput
 
 _TEXT_TYPES = {"application/xhtml+xml", "text/html", "application/x-dtbook+xml"}
@@ -102,7 +104,7 @@ class _Reader:
         if not spine:
             raise InvalidInput(f"{self.path}: the spine of {opf_path} lists no readable documents")
 
-        blocks, doc_start, anchors = self._read_spine(spine)
+        blocks, doc_start, anchors, skipped = self._read_spine(spine)
         if not blocks:
             raise InvalidInput(f"{self.path}: no text found in the EPUB's documents")
         toc = self._toc(opf, spine_el, manifest)
@@ -115,6 +117,7 @@ class _Reader:
             cover=cover,
             cover_type=cover_type,
             language=_meta(opf, "language"),
+            skipped=dict(skipped),
         )
 
     def _read_spine(self, spine: list[str]):
@@ -126,6 +129,7 @@ class _Reader:
         doc_start: dict[str, int] = {}
         anchors: dict[tuple[str, str], int] = {}
         note_targets: set[str] = set()
+        skipped = Skipped()
         for path in spine:
             if path in doc_start:
                 continue  # listed twice: read once
@@ -134,6 +138,7 @@ class _Reader:
             parsed = parse_xhtml(data.decode("utf-8", errors="replace"), self.options, note_targets)
             del data  # a document may be large: its bytes go before the next one is read
             self.budget.spend(sum(len(b.text) for b in parsed.blocks))
+            skipped.update(parsed.skipped)
             for anchor, index in parsed.anchors.items():
                 anchors[(path, anchor)] = len(blocks) + index
             for index, href in parsed.refs:
@@ -142,7 +147,7 @@ class _Reader:
                 refs.setdefault(f"{target}#{unquote(fragment)}", len(blocks) + index)
             keys += [f"{path}#{b.anchor}" for b in parsed.blocks]
             blocks += parsed.blocks
-        return place_notes(blocks, keys, refs), doc_start, anchors
+        return place_notes(blocks, keys, refs), doc_start, anchors, skipped
 
     def _toc(self, opf: Element, spine_el: Element, manifest) -> list[_TocEntry]:
         nav = [m for m in manifest.values() if "nav" in m[2].split()]

@@ -11,13 +11,14 @@ from __future__ import annotations
 import re
 from html import unescape
 
+from ownvoice.audiobook.blocks import chapters_at, place_notes
 from ownvoice.audiobook.document import (
     Book,
     ReadOptions,
     chapter_level,
     merge_title_only_chapters,
 )
-from ownvoice.audiobook.xhtml import chapters_at, parse_xhtml, place_notes
+from ownvoice.audiobook.xhtml import parse_xhtml
 
 _TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.I | re.S)
 _LANG = re.compile(r"<html[^>]*\slang=[\"']?([A-Za-z0-9_-]+)", re.I)
@@ -44,4 +45,5 @@ def parse_html(
         author=None,
         chapters=tuple(merge_title_only_chapters(chapters)),
         language=lang.group(1) if lang else None,
+        skipped=dict(parsed.skipped),
     )

@@ -27,7 +27,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 import numpy as np
 
-from ownvoice.audiobook.document import Book
+from ownvoice.audiobook.document import Book, chapter_names
 from ownvoice.audiobook.encode import Tags, write_audio
 from ownvoice.audiobook.files import put_in_place, temporary_beside
 from ownvoice.audiobook.plan import PlannedChunk
@@ -64,8 +64,8 @@ def chapter_parts(
     for cue in cues:
         by_chunk.setdefault(cue.chunk, []).append(cue)
     ends = [*chapter_starts[1:], total]
-    parts = []
-    for n, (chapter, start, end) in enumerate(zip(chapter_ids, chapter_starts, ends, strict=True)):
+    parts, names = [], chapter_names(book)
+    for chapter, start, end in zip(chapter_ids, chapter_starts, ends, strict=True):
         paragraphs: list[list[tuple[str, Cue]]] = [[]]
         for chunk in plan:
             if chunk.chapter != chapter:
@@ -74,8 +74,7 @@ def chapter_parts(
                 paragraphs[-1].append((f"s{sum(map(len, paragraphs)) + 1}", cue))
             if chunk.pause != "sentence" and paragraphs[-1]:
                 paragraphs.append([])
-        title = book.chapters[chapter].title or f"Chapter {n + 1}"
-        parts.append(ChapterPart(title, [p for p in paragraphs if p], start, end))
+        parts.append(ChapterPart(names[chapter], [p for p in paragraphs if p], start, end))
     return parts
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ownvoice.audiobook import assemble, overlay
 from ownvoice.audiobook.backends import SAMPLE_RATE
+from ownvoice.audiobook.document import chapter_names
 from ownvoice.audiobook.encode import (
     ChapterMark,
     Tags,
@@ -114,9 +115,9 @@ def _finish(report, book, jobs, work, output, fmt, options, cover, language) -> 
         starts = [round(s * rate / SAMPLE_RATE) for s in starts]
         total = round(total * rate / SAMPLE_RATE)
     ends = [*starts[1:], total]
+    names = chapter_names(book)
     marks = tuple(
-        ChapterMark(book.chapters[c].title or f"Chapter {n + 1}", s, e)
-        for n, (c, s, e) in enumerate(zip(asm.chapter_ids, starts, ends, strict=True))
+        ChapterMark(names[c], s, e) for c, s, e in zip(asm.chapter_ids, starts, ends, strict=True)
     )
     tags = Tags(
         title=options.title or book.title,

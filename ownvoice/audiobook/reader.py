@@ -3,7 +3,8 @@
 Plain text is one chapter of blank-line-separated paragraphs, titled by the file name. An HTML
 file is one document read as an EPUB's are (notes, tables, figures, page numbers: xhtml.py),
 with a chapter at each of its top-level headings. The format comes from the file extension
-unless given. Knows nothing about audio.
+unless given. Every format's book then goes through tidy.py (contents lines, navigation, URLs).
+Knows nothing about audio.
 
 Every format counts its text against one budget for the book (budget.py): the EPUB, .docx and
 PDF readers as they extract it, the text formats from a file read no further than the budget
@@ -21,6 +22,7 @@ from ownvoice.audiobook.epub import read_epub
 from ownvoice.audiobook.html import parse_html
 from ownvoice.audiobook.markdown import parse_markdown
 from ownvoice.audiobook.pdf import read_pdf
+from ownvoice.audiobook.tidy import tidy_book
 from ownvoice.audiobook.word import read_docx
 from ownvoice.errors import InvalidInput
 from ownvoice.textsplit import split_paragraphs
@@ -83,6 +85,7 @@ def read_book(path: str, fmt: str | None = None, options: ReadOptions | None = N
                 title=stem, author=None, chapters=(Chapter(None, tuple(split_paragraphs(text))),)
             )
         budget.spend(sum(len(p) for ch in book.chapters for p in ch.paragraphs))
+    book = tidy_book(book, options)
     if not any(any(c.isalnum() for c in p) for ch in book.chapters for p in ch.paragraphs):
         raise InvalidInput(f"{path}: no text to read", param="input")
     return book

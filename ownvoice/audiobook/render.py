@@ -3,8 +3,10 @@ backoff, runaway detection, and resume.
 
 A chunk already in the work folder is not requested again. Each attempt uses its own seed,
 derived from the base seed, the chunk's key, its redo count and the attempt number, so a retry
-after a runaway (or a timeout, often the same thing on a server) really draws new audio, and a
-rerun reproduces the same choices. Audio is checked against what its text implies:
+after a runaway (or a timeout, often the same thing on a server) really draws new audio. A
+chunk that failed every attempt has its redo count raised in the work folder, so the next run
+draws fresh seeds for it instead of failing on the same ones again; a finished chunk's seed is
+kept in its record, so a rerun reproduces every choice that worked. Audio is checked against what its text implies:
     runaway    longer than runaway_factor x expected + runaway_slack_s, or the frame cap was hit
     truncated  shorter than truncated_factor x expected (for texts expected to last > 1.5 s)
 Both are retried like errors. Chunks that fail every attempt are listed; the others are kept,
@@ -184,6 +186,8 @@ class _ChunkRenderer:
             )
             self.work.save(record, rendered.audio, SAMPLE_RATE)
             return record
+        if not self.stop.is_set():
+            self.work.bump_redo(key)  # these seeds failed: the next run draws others
         return error
 
 

@@ -5,7 +5,8 @@
       chunks/KEY.flac      a finished chunk's audio as synthesized (24 kHz mono, 24-bit)
       chunks/KEY.json      its record (seed, attempts, seconds); written last, so its presence
                            means the chunk is done
-      redo.json            how often each chunk was redone (`--redo N` moves it to a new seed)
+      redo.json            how often each chunk was redone (`--redo N`, or a run in which it
+                           failed every attempt): each time moves it to new seeds
       report.json          the last run's report
 
 A chunk's key hashes its text with everything else that changes its audio (voice, language, seed,

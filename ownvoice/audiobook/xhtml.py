@@ -7,7 +7,16 @@ would not read aloud never becomes text:
 - note references (EPUB 3 `noteref`, ARIA `doc-noteref`, pandoc's `footnote-ref`, and the
   untyped shape: a short mark such as 1, [2], * or † linking into the document inside or around
   a <sup>), back-links (`doc-backlink`, ↩, "return") and a note's own label link;
-- page-break markers (`pagebreak`, `doc-pagebreak`, class `pagenum`) and `[Pg 23]` spans.
+- page-break markers (`pagebreak`, `doc-pagebreak`, class `pagenum`) and `[Pg 23]` spans;
+- printed contents and indexes (EPUB 3 `toc`/`index`, ARIA `doc-toc`/`doc-index`, DocBook's
+  `div.toc` and `div.index`, Sphinx's `toctree-wrapper`, texinfo's `section-toc`) and runs of
+  blocks that are nothing but links into the book, whatever their markup (blocks.py);
+- navigation between pages (DocBook's `navheader`/`navfooter`, Sphinx's `related` and sidebar,
+  texinfo's `nav-panel`) and heading anchors (`headerlink`'s ¶);
+- code (`<pre>`): one short notice for a run of code blocks, nothing, or the code read out
+  (ReadOptions.code). Inline `<code>` is read as words.
+
+What was left out is counted per kind (Parsed.skipped) for the dry run.
 
 Notes themselves (footnote, endnote, rearnote, aside, pandoc's footnotes section, and any block
 a note reference points at) come out as blocks marked `note`, so the reader can move them to the
@@ -19,17 +28,12 @@ caption, or its image's alt text when it has none, or skipped (ReadOptions).
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
-from ownvoice.audiobook.document import (
-    Chapter,
-    ReadOptions,
-    read_table,
-    table_sentences,
-    with_notes_at_end,
-)
+from ownvoice.audiobook.blocks import Block, Parsed, without_link_runs
+from ownvoice.audiobook.document import ReadOptions, read_table, table_sentences
+from ownvoice.audiobook.furniture import CODE_NOTICE, Skipped
 
 BLOCK_TAGS = {
     "p", "div", "h1", "h2", "h3", "h4", "h5", "h6", "li", "blockquote", "pre", "dt", "dd", "tr",
@@ -51,25 +55,22 @@ _BACKLINK_CLASSES = {"footnote-back", "footnote-backref", "backlink", "fnref-bac
 _PAGE_CLASSES = {"pagenum", "pagenumber", "page-number", "pageno", "pagebreak", "page-break"}
 # what a note reference or a note's label says: 1, [12], (3), a, iv, *, †, ‡, §
 _MARK = re.compile(r"^[\[(]?(?:\d{1,4}|[a-z]|[ivxlc]{1,6}|[*†‡§¶#]{1,3})[\])]?\.?$", re.I)
+_SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*:", re.I)  # http:, mailto:, ... (outside the book)
 _BACK = re.compile(r"^(?:[↩↑⤴^↵⇧]\ufe0e?|\^|return|back|back to text)$", re.I)
 _PAGE_SPAN = re.compile(r"\[\s*(?:pg|page|p)\.?\s*[0-9ivxlcdm]+\s*\]", re.I)
-
-
-@dataclass(frozen=True)
-class Block:
-    text: str
-    heading: bool
-    note: bool = False  # the body of a footnote or endnote
-    level: int = 0  # 1-6 for a block from <h1>-<h6>
-    anchor: str = ""  # a note's: the id of the note it belongs to
-    home: int | None = None  # a note's: index of the block that refers to it (set by readers)
-
-
-@dataclass
-class Parsed:
-    blocks: list[Block]
-    anchors: dict[str, int]  # id -> index of the block it is in or before
-    refs: list[tuple[int, str]]  # note references: (index of the block they are in, href)
+# furniture by markup: printed contents and indexes (DocBook, Sphinx, texinfo, EPUB 3, ARIA)
+# and navigation between pages; never read, counted for the dry run
+_CONTENTS_CLASSES = {
+    "toc", "toctree-wrapper", "section-toc", "list-of-figures", "list-of-tables",
+    "list-of-examples", "lot", "lof", "index", "genindex-jumpbox", "indextable",
+}  # fmt: skip
+_NAV_CLASSES = {
+    "navheader", "navfooter", "related", "sphinxsidebar", "sphinxsidebarwrapper", "nav-panel",
+    "breadcrumbs", "headerlink", "copiable-link", "skip-link",
+}  # fmt: skip
+_CONTENTS_TYPES = {"toc", "index", "landmarks", "loi", "lot", "page-list"}
+_CONTENTS_ROLES = {"doc-toc", "doc-index", "directory"}
+_PAGE_ROOTS = {"html", "body", "main", "article"}  # a class on these is the page's style
 
 
 @dataclass
@@ -89,6 +90,7 @@ class _Open:
     alt: list[str] = field(default_factory=list)  # a <figure>: its images' alt texts
     caption: bool = False  # a figure's caption (<figcaption>, <p class="caption">)
     captioned: bool = False  # a <figure> whose caption said something
+    code: bool = False  # a <pre>: code, a shell session, a listing
 
 
 @dataclass
@@ -112,6 +114,9 @@ class _TextParser(HTMLParser):
         self._parts: list[str] = []
         self._stack: list[_Open] = []
         self._tables: list[_Table] = []
+        self.skipped = Skipped()
+        self._linked = 0  # letters inside links into the book, in the block being collected
+        self._links = 0
 
     # -- the element stack --------------------------------------------------------------------
 
@@ -155,6 +160,11 @@ class _TextParser(HTMLParser):
             opened.hidden = True
         elif opened.figure and self.options.figures == "skip":
             opened.hidden = True
+        elif furniture := _furniture(tag, types, role, classes):
+            opened.hidden = True
+            self.skipped[furniture] += 1
+        if tag == "pre":
+            opened.code = True
         if (
             types & _NOTE_TYPES
             or role in _NOTE_ROLES
@@ -231,6 +241,9 @@ class _TextParser(HTMLParser):
             if link.target and not in_note and link.link != "backlink":
                 self.note_targets.add(link.target)
                 self.refs.append((len(self.blocks), link.href))
+        elif link.href and not _SCHEME.match(link.href):  # into the book: "ch2.xhtml#s1"
+            self._linked += sum(c.isalnum() for c in text)
+            self._links += 1
 
     # -- blocks, tables and figures ------------------------------------------------------------
 
@@ -300,10 +313,23 @@ class _TextParser(HTMLParser):
         """End the block being collected; `closing`: the element whose end ends it."""
         text = _said("".join(self._parts))
         self._parts.clear()
-        if text:
-            self._add_block(text, closing)
+        linked, links, self._linked, self._links = self._linked, self._links, 0, 0
+        if not text:
+            return
+        if any(e.code for e in [*self._stack, closing] if e is not None):
+            if self.options.code != "read":
+                self.skipped["code blocks"] += 1
+                if self.options.code == "skip" or (
+                    self.blocks and self.blocks[-1].text == CODE_NOTICE
+                ):
+                    return  # one notice for code blocks one after the other
+                text = CODE_NOTICE
+        letters = sum(c.isalnum() for c in text)
+        self._add_block(text, closing, linked / letters if letters else 0.0, links)
 
-    def _add_block(self, text: str, closing: _Open | None = None) -> None:
+    def _add_block(
+        self, text: str, closing: _Open | None = None, linked: float = 0.0, links: int = 0
+    ) -> None:
         """A block of `text` inside the open elements (and `closing`, the one just ended)."""
         for anchor in self._pending_ids:
             self.anchors.setdefault(anchor, len(self.blocks))
@@ -315,7 +341,9 @@ class _TextParser(HTMLParser):
             return  # a notes section's own heading: the notes get an announcement instead
         note_id = next((e.note_id for e in reversed(owners) if e.note_id), "")
         level = int(headings[-1].tag[1]) if headings else 0
-        self.blocks.append(Block(text, bool(headings), bool(owners), level, note_id))
+        self.blocks.append(
+            Block(text, bool(headings), bool(owners), level, note_id, linked=linked, links=links)
+        )
 
     def close(self):
         super().close()
@@ -324,6 +352,23 @@ class _TextParser(HTMLParser):
         self._flush()
         for anchor in self._pending_ids:  # ids after the last text point at the end
             self.anchors.setdefault(anchor, len(self.blocks))
+
+
+def _furniture(tag: str, types: set[str], role: str, classes: set[str]) -> str | None:
+    """The kind of furniture an element is ("contents", "navigation"), or None."""
+    if types & _CONTENTS_TYPES or role in _CONTENTS_ROLES:
+        return "contents pages"
+    if tag in _PAGE_ROOTS:
+        return None
+    if (
+        classes & _CONTENTS_CLASSES
+        or {"contents", "topic"} <= classes
+        or any(c.startswith(("index-", "printindex")) for c in classes)  # texinfo's indexes
+    ):
+        return "contents pages"
+    if classes & _NAV_CLASSES or role == "navigation":
+        return "navigation bars"
+    return None
 
 
 def _said(text: str) -> str:
@@ -348,36 +393,4 @@ def parse_xhtml(
     parser = _TextParser(options or ReadOptions(), set() if note_targets is None else note_targets)
     parser.feed(markup)
     parser.close()
-    return Parsed(parser.blocks, parser.anchors, parser.refs)
-
-
-def chapters_at(blocks: list[Block], marks: list[tuple[int, str | None, int]]) -> list[Chapter]:
-    """Chapters starting at `marks` ((block index, title, level), sorted, the first at 0). Each
-    has its paragraphs, then, after a short announcement, the notes whose reference is in it
-    (or that stand in it, when their reference is unknown). An untitled chapter is named by its
-    first heading."""
-    starts = [start for start, _, _ in marks]
-    notes: list[list[tuple[int, int]]] = [[] for _ in marks]
-    for i, b in enumerate(blocks):
-        if b.note:
-            home = i if b.home is None else b.home
-            notes[bisect_right(starts, home) - 1].append((home, i))
-    chapters = []
-    for n, ((start, title, level), end) in enumerate(
-        zip(marks, [*starts[1:], len(blocks)], strict=True)
-    ):
-        part = [b for b in blocks[start:end] if not b.note]
-        if title is None:
-            title = next((b.text for b in part if b.heading), None)
-        said = [blocks[i].text for _, i in sorted(notes[n])]
-        chapters.append(Chapter(title, with_notes_at_end([b.text for b in part], said), level))
-    return chapters
-
-
-def place_notes(blocks: list[Block], keys: list[str], refs: dict[str, int]) -> list[Block]:
-    """Each note block with the index of the block that refers to it: `keys[i]` names the note
-    block i belongs to (e.g. "ch1.xhtml#fn1"), `refs` maps such names to reference blocks."""
-    return [
-        replace(b, home=refs[keys[i]]) if b.note and keys[i] in refs else b
-        for i, b in enumerate(blocks)
-    ]
+    return without_link_runs(Parsed(parser.blocks, parser.anchors, parser.refs, parser.skipped))

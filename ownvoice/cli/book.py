@@ -87,6 +87,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="read",
         help="figures: their caption (or alt text), or nothing",
     )
+    t.add_argument(
+        "--code",
+        choices=("announce", "skip", "read"),
+        default="announce",
+        help="code blocks and shell sessions: a short notice (announce), nothing, or read out",
+    )
+    t.add_argument(
+        "--links",
+        choices=("name", "skip", "read"),
+        default="name",
+        help="URLs and e-mail addresses: by their site ('a link to debian.org'), left out, "
+        "or read as written",
+    )
     t.add_argument("--lexicon", metavar="FILE",
                    help="how words are said: YAML of {language: {word or /regex/: said as}}")  # fmt: skip
 
@@ -229,7 +242,13 @@ def book_options(args: argparse.Namespace):
     return BookOptions(
         language=args.language,
         chunk_chars=args.chunk_chars,
-        reading=ReadOptions(notes=args.notes, tables=args.tables, figures=args.figures),
+        reading=ReadOptions(
+            notes=args.notes,
+            tables=args.tables,
+            figures=args.figures,
+            code=args.code,
+            links=args.links,
+        ),
         lexicon=load_lexicon(args.lexicon) if args.lexicon else EMPTY,
         cast=load_cast(args.cast) if args.cast else NO_CAST,
         seed=args.seed,

@@ -52,6 +52,8 @@ class FakeSpeechServer:
         self.voice_gain_db: dict[str, float] = {}  # a voice's level on top of the text's
         self.spike = lambda text: False  # which texts get a click near full scale
         self.scripts: dict[str, list[str]] = {}
+        # a model's seeds that run away whatever is asked: (text trigger, seed) pairs
+        self.runaway_seeds: set[tuple[str, int]] = set()
         self.counts: Counter[str] = Counter()  # input text -> requests
         self.answered: Counter[str] = Counter()  # input text -> 200 responses sent
         self.bodies: list[dict] = []
@@ -142,6 +144,8 @@ class FakeSpeechServer:
 
             def _speak(self, body, text):
                 action = server._action(text)
+                if any(t in text and body.get("seed") == s for t, s in server.runaway_seeds):
+                    action = "runaway"
                 time.sleep(server.delay_s)
                 if action == "500":
                     return self._error(500, "synthetic failure")

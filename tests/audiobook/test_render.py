@@ -148,6 +148,30 @@ def test_chunk_failing_every_attempt_leaves_no_output_but_keeps_the_rest(story, 
     assert report.complete and dict(server.counts) == {story_texts()[7]: 1}
 
 
+def test_a_chunk_whose_seeds_ran_away_gets_fresh_ones_on_a_rerun(story, server, tmp_path):
+    """A seed that runs away does so every time it is drawn: a rerun without --redo must not
+    draw the seeds that failed, or the chunk fails again (and again)."""
+    options = BookOptions(retries=1, **FAST)
+    out = tmp_path / "story.wav"
+    server.script("Golf", "runaway", "runaway")
+    report = render_book(str(story), str(out), _backend(server), options, show_progress=False)
+    assert report.failed == 1 and report.failures[0]["chunk"] == 8
+    failed = {b["seed"] for b in server.bodies if "Golf" in b["input"]}
+    assert len(failed) == 2
+    server.runaway_seeds = {("Golf", seed) for seed in failed}  # those seeds always run away
+
+    server.bodies.clear()
+    report = render_book(str(story), str(out), _backend(server), options, show_progress=False)
+    assert report.complete, report.text()
+    seeds = [b["seed"] for b in server.bodies if "Golf" in b["input"]]
+    assert len(seeds) == 1 and not set(seeds) & failed
+    # the seed that worked is kept: a third run asks for nothing
+    server.bodies.clear()
+    assert render_book(str(story), str(out), _backend(server), options,
+                       show_progress=False).reused == STORY_CHUNKS  # fmt: skip
+    assert not server.bodies
+
+
 def test_an_error_every_chunk_would_share_stops_at_once(story, server, tmp_path):
     server.script("The Lighthouse", "400")
     with pytest.raises(InvalidInput, match="voice 'ryan' not found"):
