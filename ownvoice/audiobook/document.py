@@ -7,12 +7,14 @@ the chapter mark in the output file. Knows nothing about file formats or audio.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from ownvoice.audiobook.furniture import CODE_MODES, LINK_MODES
 from ownvoice.errors import InvalidInput
 
 NOTES_ANNOUNCEMENT = "Notes."
+NAVIGATION_WORD = re.compile(r"^(?:Prev(?:ious)?|Next|Up|Home|Top|Contents|Index)$", re.I)
 TABLE_NOTICE = "A table is left out here."
 
 
@@ -67,6 +69,9 @@ def read_table(header: list[str], rows: list[list[str]], options: ReadOptions,
                caption: str = "") -> list[str]:  # fmt: skip
     """What a table says: its caption and a sentence per row, or the notice (`tables: skip`),
     or nothing for an empty table."""
+    if any(row and all(not cell or NAVIGATION_WORD.match(cell) for cell in row)
+           and any(row) for row in [header, *rows]):  # fmt: skip
+        return []  # a bar of Prev / Up / Next between web pages (DocBook's), not a table
     said = table_sentences(header, rows)
     if not (said or caption):
         return []

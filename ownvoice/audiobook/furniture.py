@@ -28,7 +28,7 @@ CODE_NOTICE = "A code example is left out here."
 
 # chapters a listener never wants read: by their whole title
 _APPARATUS_TITLE = re.compile(
-    r"^(?:(?:table of )?contents|(?:general |subject |name |concept |function )?index"
+    r"^(?:(?:table of )?contents|(?:[\w ,&-]{0,40} )?index(?: of [\w ,&-]{1,40})?"
     r"|list of (?:figures|tables|examples|listings|illustrations|abbreviations)"
     r"|(?:figures|tables|examples))$",
     re.I,
@@ -109,6 +109,15 @@ def speak_links(text: str, mode: str = "name") -> str:
     if mode == "skip":  # no space before the punctuation a link stood before
         text = re.sub(r"\s+([,.;:!?)])", r"\1", " ".join(text.split()))
     return " ".join(text.split())
+
+
+def code_said(lines: list[str], mode: str) -> list[str]:
+    """What a block of code says: one short notice (`announce`), nothing (`skip`), or its
+    lines read out as one paragraph (`read`)."""
+    if mode == "read":
+        text = " ".join(" ".join(lines).split())
+        return [text] if text else []
+    return [CODE_NOTICE] if mode == "announce" else []
 
 
 class Skipped(Counter):

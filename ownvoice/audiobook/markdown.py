@@ -1,7 +1,7 @@
 """Markdown to a Book: chapters from `#` and `##` headings, text stripped of markup.
 
-Deeper headings stay in the text as their own paragraph. Code blocks, HTML tags and link targets
-are not spoken; link text, emphasis text and list items are. As in EPUBs (xhtml.py): footnote
+Deeper headings stay in the text as their own paragraph. A fenced code block is a short notice,
+nothing, or read (ReadOptions.code); HTML tags and link targets are not spoken; link text, emphasis text and list items are. As in EPUBs (xhtml.py): footnote
 references (`[^1]`) are never spoken and their notes (`[^1]: ...`) come at the end of the chapter
 that refers to them; a pipe table is read row by row with its header; an image alone in its
 paragraph is a figure, read by its alt text; other images are not spoken (ReadOptions). A YAML
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections import Counter
 
 from ownvoice.audiobook.document import (
     Book,
@@ -22,6 +23,7 @@ from ownvoice.audiobook.document import (
     read_table,
     with_notes_at_end,
 )
+from ownvoice.audiobook.furniture import CODE_NOTICE, code_said
 
 CHAPTER_LEVELS = 2  # headings with at most this many '#' start a chapter
 
@@ -64,6 +66,7 @@ def parse_markdown(
     paragraphs: list[str] = []
     current: list[str] = []
     referred: list[str] = []  # note ids referred to in this chapter, in order
+    skipped: Counter = Counter()
 
     def end_paragraph() -> None:
         joined = " ".join(current)
@@ -90,16 +93,26 @@ def parse_markdown(
 
     lines = text.split("\n")
     in_fence = False
+    code: list[str] = []
     i = 0
     while i < len(lines):
         line = lines[i]
         next_line = lines[i + 1] if i + 1 < len(lines) else ""
         i += 1
         if _FENCE.match(line):
-            in_fence = not in_fence
             end_paragraph()
+            if in_fence:  # a code block: a short notice, nothing, or read (ReadOptions.code)
+                skipped["code blocks"] += 1
+                said = code_said(code, options.code)
+                if said != [CODE_NOTICE] or not paragraphs or paragraphs[-1] != CODE_NOTICE:
+                    paragraphs.extend(said)
+                code.clear()
+            in_fence = not in_fence
             continue
-        if in_fence or _LINK_DEF.match(line) or ("|" in line and _TABLE_RULE.match(line)):
+        if in_fence:
+            code.append(line)
+            continue
+        if _LINK_DEF.match(line) or ("|" in line and _TABLE_RULE.match(line)):
             continue
         if "|" in line and "|" in next_line and _TABLE_RULE.match(next_line):
             end_paragraph()
@@ -138,6 +151,7 @@ def parse_markdown(
         author=meta.get("author"),
         chapters=tuple(merge_title_only_chapters(chapters)),
         language=meta.get("lang") or meta.get("language"),
+        skipped=dict(skipped),
     )
 
 

@@ -72,7 +72,7 @@ def read_book(path: str, fmt: str | None = None, options: ReadOptions | None = N
         elif fmt == "docx":
             book = read_docx(path, options, budget)
         else:
-            book = read_pdf(path, budget)
+            book = read_pdf(path, budget, options)
     else:
         text = _read_text(path)
         stem = None if path == "-" else Path(path).stem

@@ -3,7 +3,9 @@
 Paragraphs in document order, tables among them (read row by row with the first row as the
 header, as xhtml.py reads HTML tables, or a notice: ReadOptions); chapters start at the
 "Heading 1" paragraphs when there is more than one, else at "Heading 2" ones, else the document
-is one chapter. Footnote references are runs without text, so they are never read. Title,
+is one chapter. A run of paragraphs in a code style (pandoc's "Source Code", "HTML
+Preformatted") is one code block (ReadOptions.code). Footnote references are runs without
+text, so they are never read. Title,
 author and language come from the document's properties. Knows nothing about audio.
 
 Untrusted input: a .docx is a zip archive of XML parts. Its parts are read within archive.py's
@@ -16,6 +18,7 @@ from __future__ import annotations
 import io
 import re
 import zipfile
+from collections import Counter
 
 from ownvoice.audiobook.archive import LIMITS, Archive, ArchiveLimits
 from ownvoice.audiobook.budget import TextBudget
@@ -27,10 +30,13 @@ from ownvoice.audiobook.document import (
     merge_title_only_chapters,
     read_table,
 )
+from ownvoice.audiobook.furniture import code_said
 from ownvoice.audiobook.safexml import check_xml
 from ownvoice.errors import InvalidInput
 
 _HEADING = re.compile(r"^heading (\d)$", re.I)
+# paragraph styles of code: pandoc's "Source Code", Word's "HTML Preformatted", "Macro Text"
+_CODE_STYLE = re.compile(r"\bcode\b|preformatted|^macro text$", re.I)
 KIND = "Word document (.docx)"
 
 
@@ -52,9 +58,19 @@ def read_docx(
     except (PackageNotFoundError, zipfile.BadZipFile, KeyError, ValueError, LxmlError) as e:
         raise InvalidInput(f"{path}: not a readable {KIND}: {e}") from e
     blocks: list[tuple[str, int]] = []  # (text, heading level; 0 = not a heading)
+    code: list[str] = []  # the paragraphs of a code block being read
+    skipped: Counter = Counter()
+
+    def end_code():
+        if code:
+            skipped["code blocks"] += 1
+            blocks.extend((text, 0) for text in code_said(code, options.code))
+            code.clear()
+
     style_names: dict[str | None, str] = {}  # style id -> name (see below)
     for item in document.iter_inner_content():
         if isinstance(item, Table):
+            end_code()
             rows = [[" ".join(cell.text.split()) for cell in row.cells] for row in item.rows]
             header, rows = (rows[0], rows[1:]) if len(rows) > 1 else ([], rows)
             said = read_table(header, rows, options)
@@ -71,8 +87,13 @@ def read_docx(
         if style_id not in style_names:
             style_names[style_id] = item.style.name if item.style is not None else ""
         style = style_names[style_id]
+        if _CODE_STYLE.search(style):  # pandoc's "Source Code", Word's "HTML Preformatted"
+            code.append(text)
+            continue
+        end_code()
         m = _HEADING.match(style)
         blocks.append((text, int(m.group(1)) if m else (1 if style == "Title" else 0)))
+    end_code()
     level = chapter_level([lv for _, lv in blocks])
     chapters: list[tuple[str | None, list[str]]] = []  # lists: a tuple grown by one is a copy
     for text, lv in blocks:
@@ -85,6 +106,7 @@ def read_docx(
         author=props.author or None,
         chapters=tuple(merge_title_only_chapters([Chapter(t, tuple(p)) for t, p in chapters])),
         language=props.language or None,
+        skipped=dict(skipped),
     )
 
 

@@ -81,7 +81,7 @@ class _Open:
     hidden: bool = False  # nothing inside is spoken
     note: bool = False
     start: int = 0  # len(parts) when it opened: where its text begins
-    link: str | None = None  # an <a>: "noteref", "backlink" or "fragment" (decided at its end)
+    link: str | None = None  # an <a>: "noteref", "backlink", "fragment" or "plain"
     href: str = ""  # an <a>: where it points
     target: str = ""  # ... and the id there
     sup: bool = False  # a <sup>, or an <a> with a <sup> inside
@@ -182,6 +182,8 @@ class _TextParser(HTMLParser):
                 opened.link = "backlink"
             elif "#" in attrs.get("href", ""):
                 opened.link = "fragment"
+            elif attrs.get("href"):
+                opened.link = "plain"  # read; counted when it points into the book
             opened.sup = any(e.tag == "sup" for e in self._stack)
             opened.href = attrs.get("href", "")
             opened.target = opened.href.partition("#")[2]

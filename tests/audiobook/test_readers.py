@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from ownvoice.audiobook.document import Book, Chapter
+from ownvoice.audiobook.document import Book, Chapter, ReadOptions
+from ownvoice.audiobook.furniture import CODE_NOTICE
 from ownvoice.audiobook.markdown import parse_markdown
 from ownvoice.audiobook.plan import default_chunk_chars, expected_seconds, plan_chunks
 from ownvoice.audiobook.reader import read_book
@@ -52,8 +53,13 @@ Last words.
         "first item",
         "second item",
         "A section",
+        CODE_NOTICE,  # the code block, announced (ReadOptions.code)
     )
     assert book.chapters[1].paragraphs == ("Chapter Two", "A quote that wraps.", "Last words.")
+    skipped = parse_markdown(md, options=ReadOptions(code="skip")).chapters[0].paragraphs
+    assert skipped == book.chapters[0].paragraphs[:-1]
+    read = parse_markdown(md, options=ReadOptions(code="read")).chapters[0].paragraphs
+    assert read[-1] == "code_is_not_read()"
 
 
 def test_a_book_title_heading_folds_into_the_first_chapter():
