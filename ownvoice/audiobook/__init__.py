@@ -7,7 +7,8 @@
 Modules, in the order the work flows:
     reader, markdown, epub, html,   read .txt / .md / .epub / .html / .docx / .pdf / stdin into a
     word, pdf,                      Book (document):
-    xhtml, nav                      notes moved to chapter ends, tables by row, no page numbers
+    xhtml, nav, blocks, pdf_text    notes moved to chapter ends, tables by row, no page numbers
+    furniture, tidy                 no contents pages, navigation, code, raw URLs (every format)
     archive, safexml, budget        the limits an untrusted book is read within (zip and entity
                                     bombs, the most text a book may have)
     plan                            chunks of a target length and the pause after each
