@@ -47,7 +47,7 @@ from ownvoice.audiobook.document import (
     with_notes_at_end,
 )
 from ownvoice.audiobook.furniture import CODE_NOTICE, is_apparatus_title, is_contents_line
-from ownvoice.audiobook.pdf_text import Line, PdfText
+from ownvoice.audiobook.pdf_text import Line, PdfText, one_line
 from ownvoice.errors import InvalidInput
 
 MAX_PAGES = 20_000  # far more than any book; a page tree past it is built to exhaust the reader
@@ -94,7 +94,7 @@ def read_pdf(
     except InvalidInput:
         raise
     except Exception as e:  # PDFium on a damaged file: all mean the same to the user
-        raise InvalidInput(f"{path}: not a readable PDF: {_one_line(e)}") from e
+        raise InvalidInput(f"{path}: not a readable PDF: {one_line(e)}") from e
     if not any(pages):
         raise InvalidInput(
             f"{path}: the PDF has no text layer (a scan?); run OCR first, e.g. ocrmypdf"
@@ -358,7 +358,3 @@ def _paragraphs(lines, usual, levels, options: ReadOptions, skipped: Counter) ->
     if current:
         paragraphs.append(current)
     return paragraphs
-
-
-def _one_line(e: Exception) -> str:
-    return " ".join(str(e).split()) or type(e).__name__

@@ -60,7 +60,7 @@ class PdfText:
         except pdfium.PdfiumError as e:
             raise InvalidInput(_open_error(path, e)) from e
         except (OSError, ValueError) as e:
-            raise InvalidInput(f"{path}: not a readable PDF: {_one_line(e)}") from e
+            raise InvalidInput(f"{path}: not a readable PDF: {one_line(e)}") from e
 
     def __enter__(self):
         return self
@@ -196,13 +196,13 @@ def _preflight(path: str) -> None:
     except LimitReachedError as e:
         raise InvalidInput(
             f"{path}: not a readable PDF: past a limit that guards against hostile files "
-            f"({_one_line(e)})"
+            f"({one_line(e)})"
         ) from e
     except Exception as e:
         # pypdf on a damaged file fails in many ways besides its own PdfReadError (IndexError,
         # AttributeError, RecursionError, zlib.error, ... from deep in its parser): all of them
         # mean the same to the user
-        raise InvalidInput(f"{path}: not a readable PDF: {_one_line(e)}") from e
+        raise InvalidInput(f"{path}: not a readable PDF: {one_line(e)}") from e
     finally:
         logger.setLevel(level)
 
@@ -211,8 +211,8 @@ def _open_error(path: str, e) -> str:
     message = str(e)
     if "password" in message.lower():
         return f"{path}: the PDF is encrypted; save an unprotected copy first"
-    return f"{path}: not a readable PDF: {_one_line(e)}"
+    return f"{path}: not a readable PDF: {one_line(e)}"
 
 
-def _one_line(e: Exception) -> str:
+def one_line(e: Exception) -> str:
     return " ".join(str(e).split()) or type(e).__name__

@@ -106,3 +106,23 @@ def test_the_dry_run_says_what_was_left_out(tmp_path):
                     f'{BODY}</body></html>')  # fmt: skip
     text = dry_run(str(page), Backend(), measure=False).text
     assert "left out: 1 contents pages, 1 code blocks" in text
+
+
+def test_the_command_takes_code_and_links(tmp_path, server, capsys):
+    from ownvoice.cli import main
+
+    page = tmp_path / "m.html"
+    page.write_text("<html><body><p>See https://www.debian.org/doc/ first.</p>"
+                    "<pre>$ dpkg-buildpackage -us -uc</pre></body></html>")  # fmt: skip
+    outs = {}
+    for flags in ([], ["--code", "read", "--links", "read"], ["--code", "skip", "--links", "skip"]):
+        with pytest.raises(SystemExit) as done:
+            main(["book", str(page), "--dry-run", "--server", server.url, "--voice", "ryan",
+                  *flags])  # fmt: skip
+        assert done.value.code == 0
+        outs[" ".join(flags)] = capsys.readouterr().out
+    assert "See a link to debian.org first." in outs[""] and CODE_NOTICE in outs[""]
+    read = outs["--code read --links read"]
+    assert "https://www.debian.org/doc/" in read and "$ dpkg-buildpackage -us -uc" in read
+    skipped = outs["--code skip --links skip"]
+    assert "See first." in skipped and "dpkg" not in skipped and CODE_NOTICE not in skipped
