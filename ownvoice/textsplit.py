@@ -63,6 +63,8 @@ _LAST_WORD = re.compile(r"(?:^|[\s'’(«\"“])([^\s'’(«\"“]+)\.$")
 
 # where a long sentence may be cut: after clause punctuation, or after a spaced dash
 _CLAUSE_END = re.compile(r"[,;:，、；：]\s*|\s[—–-]\s+|—")
+# a URL or an e-mail address: its colons and commas are no clause's end
+_LINK = re.compile(r"(?:\b[a-z][a-z0-9+.-]*://|\bwww\.)\S+|[\w.+-]+@[\w-]+(?:\.[\w-]+)+", re.I)
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t\r\f\v]*\n\s*")
 _WORD = re.compile(r"\S+\s*")
 
@@ -190,12 +192,15 @@ def _continues(previous: str, piece: str, titles: frozenset) -> bool:
 
 def hard_split(sentence: str, max_chars: int) -> list[str]:
     """Cut one over-long sentence into pieces of at most `max_chars`: at clause punctuation
-    first, then between words, and only then inside a run of characters (CJK, URLs)."""
+    first (never inside a URL), then between words, and only then inside a run of characters
+    (CJK, or a URL longer than a whole piece)."""
     _check_max(max_chars)
     sentence = sentence.strip()
     if len(sentence) <= max_chars:
         return [sentence] if sentence else []
-    cuts = [m.end() for m in _CLAUSE_END.finditer(sentence)]
+    links = [m.span() for m in _LINK.finditer(sentence)]
+    cuts = [m.end() for m in _CLAUSE_END.finditer(sentence)
+            if not any(a < m.start() < b for a, b in links)]  # never "https:" | "//…"  # fmt: skip
     clauses = _cut(sentence, cuts)
     pieces: list[str] = []
     for clause in pack(clauses, max_chars):

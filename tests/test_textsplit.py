@@ -102,6 +102,17 @@ def test_the_limit_is_exact_at_under_and_over(chunker):
     assert " ".join(cut) == long
 
 
+def test_a_url_is_never_cut_at_its_own_punctuation():
+    url = "https://www.debian.org/doc/debian-policy/ch-controlfields.html#s-f-vcs-fields"
+    text = f"Read the policy at [{url}] before you upload anything, and see also the manual."
+    chunks = chunk_text(text, max_chars=90)
+    assert all(len(c) <= 90 for c in chunks)
+    assert any(f"[{url}]" in c for c in chunks), chunks
+    # its commas and semicolons are the URL's, not a clause's end
+    cut = hard_split("See https://x.org/a,b;c:d for the list, then write to us soon", 32)
+    assert cut[0] == "See https://x.org/a,b;c:d for", cut
+
+
 def test_a_sentence_is_only_split_when_it_alone_is_too_long():
     long = (
         "This sentence is long, with clauses that go on, and on; it keeps going: "
