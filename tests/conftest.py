@@ -16,7 +16,7 @@ torch.set_num_threads(max(1, min(2, os.cpu_count() or 1) // _WORKERS))
 
 
 # The test files that take longest (seconds on one of two busy cores), started first: make test
-# hands whole files to its two workers in this order (--dist loadfile --no-loadscope-reorder:
+# hands whole files to its workers in this order (--dist loadfile --no-loadscope-reorder:
 # a file's module fixtures, a server or a browser, are made once), so that the workers end
 # together instead of one finishing a three-minute file alone. The rest keep their order.
 LONGEST_FIRST = (

@@ -110,6 +110,13 @@ class Engine:
         return self.model_config.instruct_supported
 
     @property
+    def speaker_embedding_size(self) -> int | None:
+        """Numbers in a speaker's x-vector (Base models: the speaker encoder's output); None
+        for models that clone no voices."""
+        encoder = self.model_config.speaker_encoder
+        return encoder.enc_dim if encoder is not None and self.model_type == "base" else None
+
+    @property
     def model_fingerprint(self) -> str:
         """Identifies the checkpoint a VoicePrompt was made with ('' for non-Base models)."""
         return self._m.fingerprint

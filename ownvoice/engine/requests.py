@@ -78,6 +78,12 @@ def resolve_request(
                 param="voice",
             )
         embedding = voice.speaker_embedding
+        size = cfg.speaker_encoder.enc_dim if cfg.speaker_encoder is not None else None
+        if size is not None and embedding.numel() != size:  # a prompt made of numbers sent
+            raise InvalidInput(
+                f"speaker_embedding has {embedding.numel()} dimensions; this model's have {size}",
+                param="speaker_embedding",
+            )
         if not voice.x_vector_only:
             ref_codes, ref_text = voice.ref_codes, voice.ref_text
             if not ref_text:

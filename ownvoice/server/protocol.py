@@ -16,6 +16,7 @@ from pydantic.json_schema import SkipJsonSchema
 from ownvoice.engine.options import MAX_TEMPERATURE, TALKER_VOCAB
 from ownvoice.service.library import MAX_REF_TEXT_CHARS, NAME_PATTERN
 from ownvoice.service.planning import SpeechInput
+from ownvoice.service.tasks import MAX_EMBEDDING_VALUES
 
 ResponseFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]
 StreamFormat = Literal["audio", "sse"]
@@ -141,6 +142,11 @@ class SpeechRequest(_SpeechOptions):
     # /v1/audio/voice-clone, whose document says the same fields)
     ref_audio: SkipJsonSchema[str | None] = None
     ref_text: SkipJsonSchema[str | None] = Field(None, max_length=MAX_REF_TEXT_CHARS)
+    # vLLM-Omni's: a speaker's x-vector as numbers, cloned in x-vector-only mode (Base); left out
+    # of the document too: its length must be the model's (1024 or 2048)
+    speaker_embedding: SkipJsonSchema[list[float] | None] = Field(
+        None, max_length=MAX_EMBEDDING_VALUES
+    )
 
     @property
     def voice_name(self) -> str:
@@ -159,7 +165,12 @@ class SpeechRequest(_SpeechOptions):
         return self._input(
             input=self.input, voice=self.voice_name, model=self.model, instructions=self.style,
             task_type=self.task_type, ref_audio=self.ref_audio, ref_text=self.ref_text,
+            speaker_embedding=_embedding(self.speaker_embedding),
         )  # fmt: skip
+
+
+def _embedding(values: list[float] | None) -> tuple[float, ...] | None:
+    return None if values is None else tuple(values)
 
 
 class SpeechSessionConfig(_SpeechOptions):
@@ -173,6 +184,7 @@ class SpeechSessionConfig(_SpeechOptions):
     task_type: Literal["CustomVoice", "VoiceDesign", "Base"] | None = None
     ref_audio: str | None = None
     ref_text: str | None = Field(None, max_length=MAX_REF_TEXT_CHARS)
+    speaker_embedding: list[float] | None = Field(None, max_length=MAX_EMBEDDING_VALUES)
     stream_audio: bool = False
     """Send the audio as it is made (raw PCM: needs response_format pcm), else whole at the end."""
     split_granularity: Literal["none", "sentence", "clause"] | None = None
@@ -189,6 +201,7 @@ class SpeechSessionConfig(_SpeechOptions):
         return self._input(
             input="", voice=voice, model=self.model, instructions=self.instructions,
             task_type=self.task_type, ref_audio=self.ref_audio, ref_text=self.ref_text,
+            speaker_embedding=_embedding(self.speaker_embedding),
         )  # fmt: skip
 
 
@@ -282,6 +295,7 @@ class UploadedVoice(BaseModel):
     file_size: int
     mime_type: str
     ref_text: str | None = None
+    speaker_description: str | None = None  # as uploaded; it does not change the voice
 
 
 class SecondsRange(BaseModel):

@@ -4,9 +4,11 @@
     {"type": "session.config", ...}          (every speech request field but `input`, plus
                                               stream_audio; sticky; again between utterances)
     {"type": "input.text", "text": "..."}    {"type": "audio.start", "utterance_index": 0,
-    ...                                        "sentence_index": 0, "format": "pcm"}
+    ...                                        "sentence_index": 0, "format": "pcm",
+                                               "sample_rate": 24000, "channels": 1}
                                              <binary frames: audio>
-    {"type": "input.done"}                   {"type": "audio.done", ...}
+    {"type": "input.done"}                   {"type": "audio.done", ..., "total_bytes": N,
+                                              "error": false}
                                              {"type": "session.done", "utterance_index": 0,
                                               "total_sentences": 1, "cancelled": false}
     {"type": "input.cancel"}                 (ours: barge-in; the generation stops within a
@@ -33,7 +35,8 @@ sends no partial file in a whole-file format: that sentence's audio.done says `c
 
 Errors are `{"type": "error", "message", "code", "param"}` and do not end the connection (as in
 vLLM-Omni), except: no `session.config` first, an idle connection (limits.idle_timeout_s with
-nothing to say), a message over MAX_MESSAGE_BYTES (closed with 1009), and a client that reads
+nothing to say), a message over MAX_MESSAGE_BYTES, text or binary (an error, then closed with
+1009), and a client that reads
 nothing for limits.send_timeout_s (dropped, its generations stopped). More than
 limits.max_queued_utterances utterances waiting on one connection are refused. The handshake is refused (403) without the API
 key when one is set (an `Authorization: Bearer` header, or the subprotocols `bearer, <key>` for
@@ -78,6 +81,7 @@ class SpeechStream:
         client = websocket.client
         self.peer = f"{client.host}:{client.port}" if client else None
         self.config: SpeechSessionConfig | None = None
+        self.config_refused = False  # a session.config came and none was accepted yet
         self.open: _Utterance | None = None  # the utterance whose text is still coming
         self.active: list[_Utterance] = []  # utterances not finished speaking, in order
         self.last: asyncio.Task | None = None  # the last utterance's task: the next waits for it
@@ -122,14 +126,17 @@ class SpeechStream:
                 return
             if message["type"] == "websocket.disconnect":
                 raise WebSocketDisconnect(message.get("code", 1000))
-            if message.get("bytes") is not None:
+            data = message.get("bytes")
+            raw = message.get("text") or ""
+            if len(data if data is not None else raw.encode()) > MAX_MESSAGE_BYTES:
+                await self._error(f"a message is at most {MAX_MESSAGE_BYTES} bytes: closing",
+                                  "message_too_big")  # fmt: skip
+                await self.ws.close(code=1009, reason="message too big")
+                return
+            if data is not None:
                 await self._error("binary frames are not accepted: send JSON text messages",
                                   "invalid_message")  # fmt: skip
                 continue
-            raw = message.get("text") or ""
-            if len(raw.encode()) > MAX_MESSAGE_BYTES:
-                await self.ws.close(code=1009, reason="message too big")
-                return
             try:
                 msg = json.loads(raw)
             except ValueError:
@@ -153,8 +160,14 @@ class SpeechStream:
                 await self._configure(msg)
             except OwnvoiceError as e:
                 await self._error_of(e)
+            self.config_refused = self.config is None
             return True
         if self.config is None:
+            if self.config_refused:  # say why, not only that one must come first
+                await self._error(f"got {kind!r}, but no session.config was accepted yet (the "
+                                  "last one was refused: see the error before)", "no_config")  # fmt: skip
+                await self.ws.close(code=1008, reason="no accepted session.config")
+                return False
             await self._error(f"expected session.config first, got {kind!r}", "no_config")
             await self.ws.close(code=1008, reason="session.config must come first")
             return False
@@ -208,7 +221,18 @@ class SpeechStream:
             u = self.open = _Utterance(self.count, plan, self.config.stream_audio)
             self.count += 1
             self.active.append(u)
-        u.plan.pieces.push(text)  # past limits.max_input_chars in one utterance: InvalidInput
+        try:
+            u.plan.pieces.push(text)
+        except InvalidInput:
+            # past limits.max_input_chars: the utterance is refused as a whole, so it stops
+            # now, not after speaking the text that fitted (what went out stays out); its
+            # session.done says cancelled, and the next input.text begins a new utterance
+            u.cancelled = True
+            u.stop()
+            self.open = None
+            if u.task is None:
+                self._start(u)
+            raise
         if u.task is None and u.plan.pieces.has_text:
             self._start(u)
 
@@ -307,7 +331,8 @@ class SpeechStream:
         finally:
             if sentence is not None and not self.dropped:
                 cancelled = u.cancelled or run.stop_reason == "cancelled"
-                await sentence.end(_piece_text(plan, sentences - 1), cancelled)
+                failed = error is not None and not isinstance(error, ClientStalled)
+                await sentence.end(_piece_text(plan, sentences - 1), cancelled, failed)
             run.finish(error)
         return sentences
 
@@ -407,26 +432,33 @@ class _Sentence:
         self.audio = run.audio()  # the session's format, at its speed
         self.streaming = u.stream_audio
         self.held = bytearray()
+        self.sent = 0  # bytes of audio sent for it
 
     async def start(self) -> None:
+        # the rate and channels as vLLM-Omni's clients read them to play raw PCM
         await self.stream._send({"type": "audio.start", **self.ids, "sentence_text": self.text,
-                                 "format": self.format})  # fmt: skip
+                                 "format": self.format, "sample_rate": self.audio.sample_rate,
+                                 "channels": 1})  # fmt: skip
 
     async def write(self, samples) -> None:
         data = self.audio.write(samples)
         if data and self.streaming:
             await self.stream._send_bytes(data)
+            self.sent += len(data)
         else:
             self.held += data
 
-    async def end(self, text: str, cancelled: bool = False) -> None:
-        """audio.done; a whole file is sent first unless the sentence was cancelled (no partial
-        file: `cancelled: true` says so)."""
+    async def end(self, text: str, cancelled: bool = False, failed: bool = False) -> None:
+        """audio.done with the bytes sent and whether the sentence failed; a whole file is sent
+        first unless the sentence was cancelled or failed (no partial file: `cancelled: true`
+        or `error: true` says so)."""
         self.held += self.audio.close()
         with contextlib.suppress(ClientStalled):
-            if self.held and (self.streaming or not cancelled):
+            if self.held and (self.streaming or not (cancelled or failed)):
                 await self.stream._send_bytes(bytes(self.held))
-        done = {"type": "audio.done", **self.ids, "sentence_text": text}
+                self.sent += len(self.held)
+        done = {"type": "audio.done", **self.ids, "sentence_text": text,
+                "total_bytes": self.sent, "error": failed}  # fmt: skip
         if cancelled:
             done["cancelled"] = True
         await self.stream._send(done)

@@ -35,6 +35,9 @@ class SpeechEngine(Protocol):
     def model_fingerprint(self) -> str: ...
 
     @property
+    def speaker_embedding_size(self) -> int | None: ...
+
+    @property
     def default_sampling(self) -> SamplingOptions: ...
 
     @property

@@ -84,10 +84,31 @@ class VoiceProfile:
     language: str | None  # as written in meta.json ("English", "Auto", "en", ...)
     created_at: str | None = None
     consent: str | None = None  # what the uploader gave as consent ("true", or an id)
+    description: str | None = None  # who the speaker is, in words (vLLM-Omni's field); shown only
 
     @property
     def voice_id(self) -> str:
         return f"clone:{self.name}"
+
+
+MAX_DESCRIPTION_CHARS = 500  # a speaker's description: a sentence or two
+
+
+def check_description(text: str | None) -> str | None:
+    """A speaker description as stored: stripped, None when blank, at most 500 characters."""
+    if text is not None and len(text) > MAX_DESCRIPTION_CHARS:
+        raise InvalidInput(
+            f"speaker_description is {len(text)} characters; at most {MAX_DESCRIPTION_CHARS}",
+            param="speaker_description",
+        )
+    return " ".join((text or "").split()) or None
+
+
+def _description(value) -> str | None:
+    if not isinstance(value, str):
+        return None
+    text = " ".join(value.split())
+    return text[:MAX_DESCRIPTION_CHARS] or None
 
 
 def validate_name(name: str) -> str:
@@ -280,6 +301,7 @@ class VoiceLibrary:
                 language=str(language) if language else None,
                 created_at=meta.get("created_at"),
                 consent=_consent(meta.get("consent")),
+                description=_description(meta.get("speaker_description")),
             )
         except (OSError, ValueError) as e:  # json.JSONDecodeError is a ValueError
             if (folder, stamp) not in self._warned:
@@ -298,6 +320,7 @@ class VoiceLibrary:
         language: str | None = None,
         consent: dict | None = None,
         languages=None,
+        description: str | None = None,
     ) -> VoiceProfile:
         """Check and store a new profile; `audio` is a file path or the bytes of an audio file.
 
@@ -335,6 +358,8 @@ class VoiceLibrary:
             }
             if consent is not None:
                 meta["consent"] = consent
+            if description:
+                meta["speaker_description"] = description
             tmp = parent / f".tmp-{os.getpid()}-{uuid.uuid4().hex}"
             tmp.mkdir()
             try:

@@ -36,7 +36,7 @@ from ownvoice.service.designs import DEFAULT_DESCRIPTION
 from ownvoice.service.generation import PENDING
 from ownvoice.service.library import check_voice_fields
 from ownvoice.service.livetext import LiveText, StreamedText, split_input
-from ownvoice.service.tasks import check_role, resolve_task
+from ownvoice.service.tasks import check_embedding_size, check_role, resolve_task
 from ownvoice.service.textfeed import TextFeed
 from ownvoice.service.voicemap import VoiceChoice
 
@@ -80,6 +80,8 @@ class SpeechInput:
     # one-shot cloning (no library voice): base64 clip and its transcript
     ref_audio: str | None = None
     ref_text: str | None = None
+    # vLLM-Omni's: a speaker's x-vector, cloned in x-vector-only mode (tasks.py)
+    speaker_embedding: tuple[float, ...] | None = None
     task_type: str | None = None  # "CustomVoice" | "VoiceDesign" | "Base" (vLLM-Omni)
     text_mode: str | None = None  # "streaming" | "non-streaming"; None = the model type's
     first_chunk_frames: int | None = None  # frames in the first streamed chunk; None = 1
@@ -180,7 +182,11 @@ class SpeechPlanner:
         """The voice and the model that speaks it: a clip to clone (ref_audio), a voice already
         encoded (voice_prompt), or a named voice."""
         if req.ref_audio is not None or req.voice_prompt is not None:
-            worker = self.pool.for_role("clone", param="ref_audio")
+            # an unknown model is a 404 here as everywhere (vLLM-Omni checks it first too)
+            named = self.voicemap.model_worker(req.model)
+            worker = self.voicemap.serving("clone", named, param="ref_audio")
+            if req.speaker_embedding is not None:
+                check_embedding_size(req.voice_prompt, worker.engine)
             label = "voice-clone" if req.voice_prompt is None else (req.voice or "voice-prompt")
             return VoiceChoice(worker, "clone", label, prompt=req.voice_prompt)
         choice = self.voicemap.choose(req.model, req.voice)

@@ -4,10 +4,13 @@ wants, said outright, and never guessed between two.
     task_type    CustomVoice (a preset speaker), VoiceDesign (a described voice) or Base (a clone:
                  a library voice, or `ref_audio` given with the request)
     ref_audio    a clip to clone for this request only, as base64 or a `data:` URL
+    speaker_embedding   a speaker's x-vector as numbers, cloned in x-vector-only mode (Base)
 
 A request that names a voice and also gives `ref_audio` without `task_type` is refused: either
 could be meant, and speaking the wrong one silently is worse than asking. With `task_type: Base`
-the clip wins (vLLM-Omni clients send a voice name by default). A URL or a file path in
+the clip wins, and with `task_type: VoiceDesign` the description does (vLLM-Omni's clients send a
+voice name by default, `vivian`, and vLLM-Omni ignores it there; a `design:<name>` voice is a
+saved design and is kept). A URL or a file path in
 `ref_audio` is refused, never fetched or read. Knows nothing about HTTP.
 """
 
@@ -16,7 +19,12 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+import torch
+
+from ownvoice.engine.voice import VoicePrompt
 from ownvoice.errors import InvalidInput
+
+MAX_EMBEDDING_VALUES = 8192  # an x-vector is 1024 or 2048 numbers
 
 TASK_TYPES = ("CustomVoice", "VoiceDesign", "Base")
 ROLE_OF_TASK = {"CustomVoice": "presets", "VoiceDesign": "design", "Base": "clone"}
@@ -33,6 +41,20 @@ def resolve_task(req):
         raise InvalidInput(f"task_type must be one of {', '.join(TASK_TYPES)}, got {task!r}",
                            param="task_type")  # fmt: skip
     voice = (req.voice or "").strip()
+    if req.speaker_embedding is not None:
+        if task not in (None, "Base"):
+            raise InvalidInput("'speaker_embedding' is only valid for task_type Base",
+                               param="speaker_embedding")  # fmt: skip
+        if req.ref_audio is not None:
+            raise InvalidInput("'speaker_embedding' and 'ref_audio' are mutually exclusive",
+                               param="speaker_embedding")  # fmt: skip
+        if voice and task is None:
+            raise InvalidInput(
+                f"the request names the voice {voice!r} and gives speaker_embedding: say which "
+                "to use, by leaving one out or by setting task_type to Base",
+                param="voice",
+            )
+        return replace(req, voice="", voice_prompt=embedding_prompt(req.speaker_embedding))
     if req.voice_prompt is not None:  # a voice already encoded, in process: a clone
         if task not in (None, "Base"):
             raise InvalidInput(f"a voice prompt is cloned by task_type Base, not {task}",
@@ -53,13 +75,8 @@ def resolve_task(req):
         check_reference_source(req.ref_audio)
         return replace(req, voice="")
     if task == "VoiceDesign":
-        voice = voice or "design"
         if voice.lower() != "design" and not voice.lower().startswith("design:"):
-            raise InvalidInput(
-                f"task_type VoiceDesign speaks a described voice (voice `design` with "
-                f"instructions, or design:<name>), not {voice!r}",
-                param="voice",
-            )
+            voice = "design"  # vLLM-Omni's clients always send one ("vivian"); it ignores it
         return replace(req, voice=voice)
     if not voice:
         raise InvalidInput(
@@ -68,6 +85,28 @@ def resolve_task(req):
             param="voice",
         )
     return req
+
+
+def embedding_prompt(values) -> VoicePrompt:
+    """A speaker's x-vector sent as numbers: a voice prompt of x-vector-only mode."""
+    if not values:
+        raise InvalidInput("speaker_embedding is empty", param="speaker_embedding")
+    embedding = torch.tensor(values, dtype=torch.float32)
+    if not bool(torch.isfinite(embedding).all()):
+        raise InvalidInput("speaker_embedding holds a value that is not a finite number",
+                           param="speaker_embedding")  # fmt: skip
+    return VoicePrompt(speaker_embedding=embedding, ref_codes=None, ref_text=None)
+
+
+def check_embedding_size(prompt: VoicePrompt, engine) -> None:
+    """A sent x-vector has the length the clone model's speaker encoder gives (once loaded)."""
+    size = engine.speaker_embedding_size if engine is not None else None
+    have = prompt.speaker_embedding.numel()
+    if size is not None and have != size:
+        raise InvalidInput(
+            f"speaker_embedding has {have} dimensions; this clone model's have {size}",
+            param="speaker_embedding",
+        )
 
 
 def check_role(task: str | None, role: str, voice: str) -> None:

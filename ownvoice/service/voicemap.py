@@ -97,7 +97,7 @@ class VoiceMap:
         """Resolve a request's model and voice.
 
         Raises ModelNotFound (404), UnknownVoice or InvalidInput (400)."""
-        named = self._model_worker(model)
+        named = self.model_worker(model)
         try:
             choice = self._by_voice(voice.strip(), named)
         except UnknownVoice:
@@ -115,12 +115,12 @@ class VoiceMap:
     def _by_voice(self, name: str, named) -> VoiceChoice:
         low = name.lower()
         if low == "design":
-            return VoiceChoice(self._serving("design", named), "design", "design")
+            return VoiceChoice(self.serving("design", named), "design", "design")
         if low.startswith("design:"):
-            worker = self._serving("design", named)
+            worker = self.serving("design", named)
             return VoiceChoice(worker, "design", name, design=self._design(name))
         if low.startswith("clone:"):
-            worker = self._serving("clone", named)
+            worker = self.serving("clone", named)
             return VoiceChoice(worker, "clone", name, profile=self._profile(name))
         presets = self._able(named, "presets") or self._role_worker("presets")
         if presets is not None:
@@ -133,12 +133,12 @@ class VoiceMap:
             except VoiceNotFound:
                 pass
             else:
-                return VoiceChoice(self._serving("clone", named), "clone", name, profile=profile)
+                return VoiceChoice(self.serving("clone", named), "clone", name, profile=profile)
         raise UnknownVoice(f"voice {name!r} is not available; {self._available()}", param="voice")
 
-    def _serving(self, role: str, named):
+    def serving(self, role: str, named, param: str = "voice"):
         """The named model when it can speak voices of `role`, else the role's model."""
-        return self._able(named, role) or self.pool.for_role(role)
+        return self._able(named, role) or self.pool.for_role(role, param=param)
 
     def _able(self, named, role: str):
         return named if named is not None and self._role_of_type(named) == role else None
@@ -174,7 +174,9 @@ class VoiceMap:
             return list(DEFAULT_SPEAKERS)
         return list(engine.supported_speakers)
 
-    def _model_worker(self, model: str | None):
+    def model_worker(self, model: str | None):
+        """The worker a request's `model` names; None for a generic name (tts-1, gpt-4o-…) or
+        none; ModelNotFound (404) for a model not served here."""
         if model is None or model.lower() in GENERIC_MODELS or model.lower().startswith("gpt-4o"):
             return None
         worker = self.pool.find_model(model)

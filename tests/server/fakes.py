@@ -58,6 +58,8 @@ class FakeEngine:
         self.default_sampling = SamplingOptions()
         self._instruct = instruct_supported
         self.model_fingerprint = f"fake-{model_type}"
+        self.speaker_embedding_size = 8 if model_type == "base" else None  # as make_voice's
+        self.fail_after: int | None = None  # a row fails after this many frames
         self.lock = threading.Lock()
         self.calls: list[dict] = []  # one per start(): text, voice, instruct, options
         self.make_voice_calls = 0
@@ -199,6 +201,10 @@ class FakeEngine:
                 self.cancelled += 1
                 self._leave(seq)
                 seq.add(None, "cancelled")
+            elif self.fail_after is not None and seq.frames >= self.fail_after:
+                self._leave(seq)  # a fault of this row alone, as Engine's fault isolation ends it
+                seq.fail(RuntimeError("the fake decoder failed"))
+                seq.add(None, "error")
             else:
                 seq.frames += 1
                 self.frames_generated += 1

@@ -236,6 +236,29 @@ def test_a_cancelled_sentence_sends_no_partial_file(tmp_path):
     assert done["cancelled"] is True and events[-1]["cancelled"] is True
 
 
+def test_a_failed_sentence_says_so_in_its_audio_done(tmp_path):
+    """vLLM-Omni's audio.done: the bytes sent for the sentence, and `error: true` when its
+    generation failed (after the error event); the connection speaks on."""
+    engine = FakeEngine(frames_per_char=1.0)
+    with serve(make_settings(tmp_path, device="cpu"), engines={"cv": engine}) as (base, _):
+        with connect(ws_url(base)) as ws:
+            ws.send(config())
+            engine.fail_after = 20
+            ws.send(json.dumps({"type": "input.text", "text": "A sentence that fails " * 3}))
+            ws.send(json.dumps({"type": "input.done"}))
+            events, audio = events_until(ws, "session.done")
+            engine.fail_after = None
+            kinds = [e["type"] for e in events if e["type"] != "audio"]
+            assert "error" in kinds and kinds.index("error") < kinds.index("audio.done"), kinds
+            done = next(e for e in events if e["type"] == "audio.done")
+            assert done["error"] is True and done["total_bytes"] == len(audio) > 0
+            ws.send(json.dumps({"type": "input.text", "text": "Fine now."}))
+            ws.send(json.dumps({"type": "input.done"}))
+            events, audio = events_until(ws, "session.done")
+    done = next(e for e in events if e["type"] == "audio.done")
+    assert done["error"] is False and done["total_bytes"] == len(audio) == 9 * FRAME
+
+
 def test_a_batch_never_turns_single_requests_away(tmp_path):
     """7. Batch items polled for places and held every one of them: plain requests got 429 for
     minutes. Now batch items hold at most the batch's rows, and a single request queues."""

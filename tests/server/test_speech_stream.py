@@ -93,6 +93,12 @@ def test_an_utterance_is_spoken_and_the_connection_takes_the_next(server):
         # each piece is spoken as the HTTP path speaks that text
         for text, pcm in said:
             assert same_audio(pcm, http_pcm(base, text)), text
+        # what vLLM-Omni's clients read: the rate and channels to play PCM, the bytes sent
+        starts = [e for e in events if e["type"] == "audio.start"]
+        assert all(e["sample_rate"] == 24000 and e["channels"] == 1 for e in starts)
+        dones = [e for e in events if e["type"] == "audio.done"]
+        assert [d["total_bytes"] for d in dones] == [len(pcm) for _, pcm in said]
+        assert not any(d["error"] for d in dones)
 
         # the config is sticky; the next utterance on the same connection
         ws.send(json.dumps({"type": "input.text", "text": "Again."}))
@@ -201,17 +207,15 @@ def test_bad_input_gets_an_error_and_the_session_goes_on(server):
         assert (
             event["type"] == "error" and event["param"] == "voice" and "nobody" in event["message"]
         )
-        # past limits.max_input_chars in one utterance
+        # past limits.max_input_chars in one utterance: refused as a whole, so it stops at once
+        # (what went out stays out) and its session.done says cancelled
         ws.send(json.dumps(CONFIG))
         ws.send(json.dumps({"type": "input.text", "text": "word " * 100}))
         ws.send(json.dumps({"type": "input.text", "text": "word " * 100}))
-        kinds = []
-        while "error" not in kinds:
-            message = ws.recv(timeout=60)
-            if isinstance(message, str):
-                kinds.append(json.loads(message)["type"])
-        ws.send(json.dumps({"type": "input.cancel"}))
-        events_until(ws, "session.done")
+        events, _ = events_until(ws, "session.done")
+        errors = [e for e in events if e["type"] == "error"]
+        assert any("max_input_chars" in e["message"] and e["param"] == "text" for e in errors)
+        assert events[-1]["cancelled"] is True
         # and the session still speaks
         ws.send(json.dumps({"type": "input.text", "text": "Still here."}))
         ws.send(json.dumps({"type": "input.done"}))
@@ -227,12 +231,25 @@ def test_config_must_come_first_and_a_huge_message_closes(server):
         with pytest.raises(ConnectionClosed) as closed:
             ws.recv(timeout=30)
         assert closed.value.rcvd.code == 1008
-    with connect(ws_url(base), max_size=None) as ws:
-        ws.send(json.dumps(CONFIG))
-        ws.send(json.dumps({"type": "input.text", "text": "x" * (5 * 2**20)}))
+    # a refused config, then text: the error says the config was refused, not only "first"
+    with connect(ws_url(base)) as ws:
+        ws.send(json.dumps({**CONFIG, "voice": "nobody"}))
+        assert json.loads(ws.recv(timeout=30))["param"] == "voice"
+        ws.send(json.dumps({"type": "input.text", "text": "Hi."}))
+        event = json.loads(ws.recv(timeout=30))
+        assert event["code"] == "no_config" and "was refused" in event["message"], event
         with pytest.raises(ConnectionClosed) as closed:
             ws.recv(timeout=30)
-        assert closed.value.rcvd.code == 1009
+        assert closed.value.rcvd.code == 1008
+    # past 4 MiB, text or binary: an error that says so, then 1009 (message too big)
+    for huge in (json.dumps({"type": "input.text", "text": "x" * (5 * 2**20)}), b"\0" * 5 * 2**20):
+        with connect(ws_url(base), max_size=None) as ws:
+            ws.send(json.dumps(CONFIG))
+            ws.send(huge)
+            assert json.loads(ws.recv(timeout=30))["code"] == "message_too_big"
+            with pytest.raises(ConnectionClosed) as closed:
+                ws.recv(timeout=30)
+            assert closed.value.rcvd.code == 1009
 
 
 def test_a_vanished_client_frees_its_row(server):

@@ -19,6 +19,7 @@ from tests.server.helpers import make_settings, serve, speech_clip, wav_bytes
 CLIP = wav_bytes(speech_clip(4.0, rate=24000), rate=24000)
 B64 = base64.b64encode(CLIP).decode()
 REF_TEXT = "This is the reference clip of a cloned voice."
+DESCRIPTION = "  A warm, low voice;\n a narrator in her fifties. "
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,8 @@ def server(tiny_checkpoints, tmp_path_factory):
     )  # fmt: skip
     with serve(settings) as (base, app):
         r = httpx.post(f"{base}/v1/audio/voices", files={"audio_sample": ("a.wav", CLIP)},
-                       data={"name": "Alice", "consent": "consent-42", "ref_text": REF_TEXT})  # fmt: skip
+                       data={"name": "Alice", "consent": "consent-42", "ref_text": REF_TEXT,
+                             "speaker_description": DESCRIPTION})  # fmt: skip
         assert r.status_code == 200, r.text
         yield base, app
 
@@ -77,6 +79,9 @@ def test_task_type_says_which_kind_of_voice_is_wanted(server):
         dict(task_type="CustomVoice", voice="ryan"), dict(voice="ryan"),
         dict(speaker="ryan"), dict(voice="ryan"),  # vLLM's alias
         dict(task_type="VoiceDesign", instructions=design), dict(voice="design", instructions=design),
+        # vLLM-Omni's clients send their default voice with every task: ignored, as there
+        dict(task_type="VoiceDesign", voice="vivian", instructions=design),
+        dict(voice="design", instructions=design),
         dict(task_type="Base", voice="clone:Alice"), dict(voice="Alice"),
     )  # fmt: skip
     for one, other in zip(pairs[::2], pairs[1::2], strict=True):
@@ -84,8 +89,6 @@ def test_task_type_says_which_kind_of_voice_is_wanted(server):
     refused(speech(base, task_type="CustomVoice", voice="clone:Alice"), "voice",
             "task_type CustomVoice needs a preset speaker; 'clone:Alice' is a cloned voice")  # fmt: skip
     refused(speech(base, task_type="Base", voice="ryan"), "voice", "needs a cloned voice")
-    refused(speech(base, task_type="VoiceDesign", voice="ryan", instructions="x"), "voice",
-            "task_type VoiceDesign speaks a described voice")  # fmt: skip
     refused(speech(base, task_type="Omni", voice="ryan"), "task_type", "")
     refused(speech(base), "voice", "voice is required")
 
@@ -104,6 +107,39 @@ def test_ref_audio_clones_exactly_as_the_voice_clone_endpoint(server):
     assert tagged == untagged == default_voice == icl
     assert xvec_speech == xvec != icl
     refused(speech(base, ref_audio=B64), "ref_text", "ref_text (the transcript of ref_audio)")
+    # a model not served here is a 404 with a clip as without one, as in vLLM-Omni
+    for body in (dict(voice="ryan"), dict(task_type="Base", ref_audio=B64, ref_text=REF_TEXT)):
+        r = speech(base, **{**body, "model": "no-such-model"})
+        assert r.status_code == 404 and r.json()["error"]["param"] == "model", r.text
+
+
+def test_a_speaker_embedding_is_a_clone_in_x_vector_mode(server):
+    """vLLM-Omni's `speaker_embedding`: the clip's x-vector as numbers speaks as the clip does
+    with x_vector_only_mode; a wrong one is refused naming the field, never the voice."""
+    from ownvoice.service.library import load_reference
+
+    base, app = server
+    engine = app.state.service.pool.workers["base"].engine
+    samples, rate = load_reference(CLIP)
+    vector = engine.make_voice((samples, rate), x_vector_only=True).speaker_embedding.tolist()
+    by_clip, by_vector, with_voice = map(ok, together(base,
+        dict(ref_audio=B64, x_vector_only_mode=True),
+        dict(task_type="Base", speaker_embedding=vector),
+        dict(task_type="Base", voice="vivian", speaker_embedding=vector),  # a client's default
+    ))  # fmt: skip
+    assert by_vector == by_clip == with_voice
+    assert ok(speech(base, speaker_embedding=vector)) == by_clip  # no task_type, no voice
+    for body, words in (
+        (dict(task_type="CustomVoice", voice="ryan", speaker_embedding=vector),
+         "only valid for task_type Base"),
+        (dict(task_type="Base", speaker_embedding=vector, ref_audio=B64, ref_text=REF_TEXT),
+         "mutually exclusive"),
+        (dict(task_type="Base", speaker_embedding=vector[:-1]),
+         f"has {len(vector) - 1} dimensions; this clone model's have {len(vector)}"),
+        (dict(task_type="Base", speaker_embedding=[]), "is empty"),
+    ):  # fmt: skip
+        refused(speech(base, **body), "speaker_embedding", words)
+    refused(speech(base, voice="vivian", speaker_embedding=vector), "voice", "say which")
 
 
 def test_a_preset_and_a_clip_without_task_type_is_refused_not_guessed(server):
@@ -231,3 +267,11 @@ def test_the_voice_list_carries_uploaded_voices_in_vllm_omnis_shape(server):
     assert alice["mime_type"] == "audio/x-wav" or alice["mime_type"] == "audio/wav"
     assert alice["file_size"] > 44 and alice["created_at"] > 1_700_000_000
     assert alice["ref_text"] == REF_TEXT
+    # vLLM-Omni's speaker_description: kept (spaces tidied) and listed; it changes no audio
+    assert alice["speaker_description"] == "A warm, low voice; a narrator in her fifties."
+    r = httpx.post(
+        f"{base}/v1/audio/voices",
+        files={"audio_sample": ("a.wav", CLIP)},
+        data={"name": "Bob", "consent": "yes", "speaker_description": "x" * 501},
+    )
+    assert r.status_code == 400 and r.json()["error"]["param"] == "speaker_description", r.text

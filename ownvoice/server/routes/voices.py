@@ -28,6 +28,7 @@ from ownvoice.server.protocol import (
 )
 from ownvoice.service.library import (
     MAX_CONSENT_CHARS,
+    MAX_DESCRIPTION_CHARS,
     MAX_LANGUAGE_CHARS,
     MAX_REF_SECONDS,
     MAX_REF_TEXT_CHARS,
@@ -36,6 +37,7 @@ from ownvoice.service.library import (
     NAME_RULE,
     RESERVED_NAMES,
     WINDOWS_DEVICES,
+    check_description,
     check_voice_fields,
 )
 
@@ -91,6 +93,7 @@ def _uploaded(profile) -> dict:
         "file_size": size,
         "mime_type": mimetypes.guess_type(profile.ref_audio.name)[0] or "application/octet-stream",
         "ref_text": profile.ref_text,
+        **({"speaker_description": profile.description} if profile.description else {}),
     }
 
 
@@ -171,6 +174,12 @@ _UPLOAD_BODY = {
                             "description": "Language name or code (english, en, zh, ...)",
                         },
                         "x_vector_only_mode": _FLAG,
+                        "speaker_description": {
+                            "type": "string",
+                            "maxLength": MAX_DESCRIPTION_CHARS,
+                            "description": "Who the speaker is, in words (kept and listed, "
+                            "as vLLM-Omni does; it does not change the voice)",
+                        },
                     },
                 }
             }
@@ -182,7 +191,7 @@ _UPLOAD_BODY = {
 @router.post("/v1/audio/voices", response_model=VoiceResource, openapi_extra=_UPLOAD_BODY)
 async def create_voice(request: Request) -> dict:
     """Multipart: name, audio_sample (file), consent, and optional ref_text, language,
-    x_vector_only_mode. The clip must be 3-30 s of clean speech."""
+    x_vector_only_mode, speaker_description. The clip must be 3-30 s of clean speech."""
     state = request.app.state
     if state.service.pool.roles.get("clone") is None:
         log.warning("voice uploaded, but no clone model is configured (roles.clone)")
@@ -199,6 +208,7 @@ async def create_voice(request: Request) -> dict:
         ref_text, language = check_voice_fields(
             _text(form, "ref_text"), _text(form, "language"), consent, _clone_languages(state)
         )
+        description = check_description(_text(form, "speaker_description"))
         if consent.lower() in _NO:
             raise InvalidInput(
                 "consent is required: confirm that the speaker agreed to have their voice "
@@ -222,6 +232,7 @@ async def create_voice(request: Request) -> dict:
                 language=language,
                 consent=record,
                 languages=_clone_languages(state),
+                description=description,
             )
         except AudioError as e:
             raise AudioError(f"audio_sample: {e.message}", param="audio_sample") from e
