@@ -388,7 +388,7 @@ MUTANTS = [
     Mutant(
         "life: a cancelled sentence's partial file sent",
         "ownvoice/server/speech_stream.py",
-        "if self.held and (self.streaming or not cancelled):",
+        "if self.held and (self.streaming or not (cancelled or failed)):",
         "if self.held:",
         LIFE_TESTS,
     ),
