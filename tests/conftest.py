@@ -22,10 +22,10 @@ torch.set_num_threads(max(1, min(2, os.cpu_count() or 1) // _WORKERS))
 LONGEST_FIRST = (
     "tests/server/test_schema_fuzz.py",  # ~175
     "tests/engine/test_memory.py",  # ~120-170
+    "tests/server/test_speech_stream_exact.py",  # ~140
     "tests/engine/test_full_size.py",  # ~85 (+ ~50 where tests/checkpoint_cache.py writes)
     "tests/web/test_page.py",  # ~90
     "tests/test_bench.py",  # ~90
-    "tests/server/test_speech_stream_exact.py",  # ~75
     "tests/server/test_vllm_omni.py",  # ~55
     "tests/test_gpu_check.py",  # ~45
 )
