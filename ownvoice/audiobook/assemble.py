@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ownvoice.audiobook import loudness
+from ownvoice import loudness
 from ownvoice.audiobook.options import Pauses
 from ownvoice.audiobook.plan import PlannedChunk
 

@@ -32,7 +32,7 @@ from ownvoice.server.openapi import document
 from ownvoice.server.paths import CollapseSlashes
 from ownvoice.server.refusals import RefusalLog
 from ownvoice.server.routes import designs as design_routes
-from ownvoice.server.routes import health, models, page, speech, stream, voices
+from ownvoice.server.routes import dialogue, health, models, page, speech, stream, voices
 from ownvoice.server.settings import ServerSettings, load_settings
 from ownvoice.service.designs import DesignLibrary
 from ownvoice.service.library import VoiceLibrary
@@ -113,7 +113,7 @@ def create_app(
     app.add_middleware(HostGuard, policy=hosts)
     app.add_middleware(CollapseSlashes)
     app.add_middleware(RefusalLog)  # outermost: it sees every refusal, the guards' included
-    for module in (speech, stream, voices, design_routes, models, health, page):
+    for module in (speech, dialogue, stream, voices, design_routes, models, health, page):
         if hasattr(module, "public"):
             app.include_router(module.public)
         app.include_router(module.router)

@@ -35,11 +35,14 @@ def document(app: FastAPI, settings) -> dict:
     schemas = doc["components"]["schemas"]
     languages = {"anyOf": [{"type": "string", "enum": sorted({*KNOWN, *NAMES})},
                            {"type": "string", "pattern": language_pattern()}]}  # fmt: skip
-    for name in ("SpeechRequest", "VoiceCloneRequest"):
+    text = dict(minLength=1, maxLength=settings.limits.max_input_chars, pattern=NOT_BLANK)
+    schemas["DialogueTurn"]["properties"]["text"].update(text)
+    schemas["DialogueTurn"]["properties"]["language"]["anyOf"] = [*languages["anyOf"],
+                                                                  {"type": "null"}]  # fmt: skip
+    for name in ("SpeechRequest", "VoiceCloneRequest", "DialogueRequest"):
         props = schemas[name]["properties"]
-        props["input"].update(
-            minLength=1, maxLength=settings.limits.max_input_chars, pattern=NOT_BLANK
-        )
+        if "input" in props:
+            props["input"].update(text)
         props["language"]["anyOf"] = [*languages["anyOf"], {"type": "null"}]
         # FastAPI's document holds bounds as floats, and 2**64 - 1 is no float (it would say
         # 2**64, which the server refuses)
@@ -73,6 +76,7 @@ def _voices(schemas: dict, entries: list[dict]) -> None:
         if branch.get("type") == "string":
             branch["enum"] = voices
     schemas["VoiceRef"]["properties"]["id"]["enum"] = voices
+    schemas["DialogueTurn"]["properties"]["voice"] = _one_of(voices)
     kinds = {
         "CustomVoice": [v["id"] for v in entries if v["kind"] in ("preset", "alias")],
         "VoiceDesign": [v["id"] for v in entries if v["kind"] == "design"],

@@ -57,7 +57,7 @@ class VoiceRef(OpenAIBaseModel):
     id: str
 
 
-class _SpeechOptions(OpenAIBaseModel):
+class SpeechOptions(OpenAIBaseModel):
     response_format: ResponseFormat = "mp3"
     """mp3, opus (Ogg), aac (ADTS), flac, wav (streaming header) or pcm (24 kHz s16le mono)."""
     speed: float = Field(1.0, ge=0.25, le=4.0)
@@ -66,6 +66,10 @@ class _SpeechOptions(OpenAIBaseModel):
     """`audio`: the file's bytes as they are made; `sse`: speech.audio.delta/done events."""
 
     # ownvoice extensions (Qwen3-TTS)
+    # `ssml`: the input is an SSML document; `text`: plain text; default: SSML when the input
+    # starts with <speak>; pause tags ([pause:1.5]) are read in both (docs/ssml.md). Left out
+    # of the OpenAPI document, which cannot say that the input must then be well-formed SSML
+    input_format: SkipJsonSchema[Literal["text", "ssml"] | None] = None
     language: str | None = None
     """Language name or code (English, en, Chinese, zh, ...); default: auto, or the voice's."""
     seed: integer(ge=MIN_SEED, le=MAX_SEED) | None = None
@@ -101,6 +105,7 @@ class _SpeechOptions(OpenAIBaseModel):
 
     def _input(self, **fields) -> SpeechInput:
         return SpeechInput(
+            input_format=self.input_format,
             response_format=self.response_format,
             speed=self.speed,
             stream_format=self.stream_format,
@@ -119,7 +124,7 @@ class _SpeechOptions(OpenAIBaseModel):
         )
 
 
-class SpeechRequest(_SpeechOptions):
+class SpeechRequest(SpeechOptions):
     """POST /v1/audio/speech. Ordered as the OpenAI API reference."""
 
     model: str | None = None
@@ -173,7 +178,7 @@ def _embedding(values: list[float] | None) -> tuple[float, ...] | None:
     return None if values is None else tuple(values)
 
 
-class SpeechSessionConfig(_SpeechOptions):
+class SpeechSessionConfig(SpeechOptions):
     """The `session.config` message of WS /v1/audio/speech/stream: every field of a speech
     request but `input` (the text comes in pieces), and how the audio goes out."""
 
@@ -205,7 +210,7 @@ class SpeechSessionConfig(_SpeechOptions):
         )  # fmt: skip
 
 
-class VoiceCloneRequest(_SpeechOptions):
+class VoiceCloneRequest(SpeechOptions):
     """POST /v1/audio/voice-clone: one-shot cloning from a base64 clip (the seed server's API)."""
 
     input: str

@@ -128,9 +128,12 @@ async def _answer(run: Run, request: Request):
             return
         wrap = _sse_delta if sse else bytes
         stream = run.audio()
+        head = _turn_event(chunk) if sse else b""  # a dialogue's turn starts here
         data = stream.write(chunk.samples)  # the response starts now, bytes or not
-        yield wrap(data) if data else b""
+        yield head + (wrap(data) if data else b"")
         async for chunk in chunks:
+            if sse and (event := _turn_event(chunk)):
+                yield event
             if data := stream.write(chunk.samples):
                 yield wrap(data)
         if run.stop_reason == "shutdown":
@@ -185,6 +188,15 @@ async def _cancel_on_disconnect(request: Request, run: Run) -> None:
 
 def _sse_event(payload: dict) -> bytes:
     return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+
+
+def _turn_event(chunk) -> bytes:
+    """`speech.turn.start` before a dialogue turn's first audio: its index and its start in
+    the delivered audio, in seconds."""
+    start = getattr(chunk, "turn_start", None)
+    if start is None:
+        return b""
+    return _sse_event({"type": "speech.turn.start", "turn": chunk.turn, "start": round(start, 6)})
 
 
 def _sse_done(run: Run) -> bytes:

@@ -65,6 +65,9 @@ class SpeechInput:
 
     input: str
     voice: str = ""  # OpenAI name, preset speaker, clone:<name>, design
+    # None: SSML when the input starts with <speak>; "text": plain (pause tags still read);
+    # "ssml": must be SSML (service/markup.py)
+    input_format: str | None = None
     model: str | None = None
     instructions: str | None = None  # style (CustomVoice 1.7B) or the voice (VoiceDesign)
     response_format: str = "mp3"
@@ -145,7 +148,7 @@ class SpeechPlanner:
         StreamedText) as it arrives."""
         _check_text_fields(req)
         req = resolve_task(req)
-        text = "" if streamed else self._check_input(req.input)
+        text = "" if streamed else self.check_input(req.input)
         choice = self._choose(req)
         instruct, ignored = self._instruct(req, choice)
         x_vector_only, reference, ref_text = False, None, None
@@ -236,14 +239,14 @@ class SpeechPlanner:
 
     # -- checks -------------------------------------------------------------------------------
 
-    def _check_input(self, text: str) -> str:
+    def check_input(self, text: str, param: str = "input") -> str:
         limit = self.config.limits.max_input_chars
         if not text.strip():
-            raise InvalidInput("input is empty; send the text to speak", param="input")
+            raise InvalidInput(f"{param} is empty; send the text to speak", param=param)
         if len(text) > limit:
             raise InvalidInput(
-                f"input is {len(text)} characters; the limit is {limit} (limits.max_input_chars)",
-                param="input",
+                f"{param} is {len(text)} characters; the limit is {limit} (limits.max_input_chars)",
+                param=param,
             )
         return text
 

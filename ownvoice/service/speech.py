@@ -27,14 +27,17 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 
-from ownvoice.errors import ClientStalled, QueueTimeout, ShuttingDown, describe
+from ownvoice.errors import ClientStalled, InvalidInput, QueueTimeout, ShuttingDown, describe
 from ownvoice.service.config import Limits, ServiceConfig
 from ownvoice.service.encode import AudioStream
 from ownvoice.service.generation import Generation
 from ownvoice.service.library import VoiceLibrary
+from ownvoice.service.markup import has_markup
 from ownvoice.service.planning import SpeechInput, SpeechPlan, SpeechPlanner, plan_pieces
 from ownvoice.service.pool import EnginePool
 from ownvoice.service.record import Origin, SpeechRecord
+from ownvoice.service.script import DialogueInput, ScriptPlan, ScriptPlanner
+from ownvoice.service.script_run import ScriptJob
 from ownvoice.service.voicemap import VoiceMap
 
 __all__ = ["Origin", "Run", "SpeechService"]
@@ -50,6 +53,7 @@ class SpeechService:
         self.metrics = metrics
         self.voicemap = VoiceMap(pool, library, config.voice_aliases, designs)
         self.planner = SpeechPlanner(config, pool, self.voicemap, library)
+        self.scripts = ScriptPlanner(self.planner, config.limits)
         self.draining = False
         self._runs: set[Run] = set()  # started, not finished
         self._turns: dict[str, asyncio.Lock] = {}  # model -> batch items waiting for a place
@@ -66,17 +70,34 @@ class SpeechService:
 
     # -- starting a request -------------------------------------------------------------------
 
-    def plan(self, req: SpeechInput, streamed: bool = False) -> SpeechPlan:
+    def plan(self, req: SpeechInput, streamed: bool = False) -> SpeechPlan | ScriptPlan:
         """Check and plan a request without starting it (a WebSocket utterance is planned at
-        its first words; its text is pushed to plan.pieces)."""
+        its first words; its text is pushed to plan.pieces). Input with SSML or pause tags
+        becomes a script of spans and silences (service/script.py)."""
+        if streamed:
+            if req.input_format == "ssml":
+                raise InvalidInput(
+                    "SSML needs the whole document before it is read; streamed text is plain "
+                    "text: send the SSML to POST /v1/audio/speech",
+                    param="input_format",
+                )
+        elif has_markup(req.input, req.input_format):
+            return self.scripts.plan(req)
         return self.planner.plan(req, streamed)
 
     def speak(self, req: SpeechInput, origin: Origin) -> Run:
         """Plan and start a request; refused at once (QueueFull) when the model's queue is
         full. A refusal is counted under its status and raised."""
+        return self._plan_and_start(lambda: self.plan(req), origin)
+
+    def dialogue(self, dialogue: DialogueInput, origin: Origin) -> Run:
+        """`speak` for turns of several voices (POST /v1/audio/dialogue)."""
+        return self._plan_and_start(lambda: self.scripts.dialogue(dialogue), origin)
+
+    def _plan_and_start(self, make_plan, origin: Origin) -> Run:
         record = self._record(origin)
         try:
-            plan = record.plan = self.planner.plan(req)
+            plan = record.plan = make_plan()
         except Exception as e:
             record.finish(str(describe(e).status), 0.0)
             raise
@@ -90,7 +111,7 @@ class SpeechService:
         requests that came before it."""
         record = self._record(origin)
         try:
-            plan = record.plan = self.planner.plan(req)
+            plan = record.plan = self.plan(req)
             slot = await self._place(plan.choice.worker, record.t0 + self.limits.request_timeout_s)
         except Exception as e:
             record.finish(str(describe(e).status), 0.0)
@@ -120,8 +141,13 @@ class SpeechService:
     def _record(self, origin: Origin) -> SpeechRecord:
         return SpeechRecord(self.metrics, origin, self.config.log_text)
 
-    def _run(self, plan: SpeechPlan, slot, record: SpeechRecord) -> Run:
+    def _run(self, plan: SpeechPlan | ScriptPlan, slot, record: SpeechRecord) -> Run:
         deadline = time.monotonic() + self.limits.request_timeout_s
+        if isinstance(plan, ScriptPlan):
+            job = record.job = ScriptJob(self, plan, slot, deadline)  # its first span starts
+            run = Run(self, plan, record, job)
+            self._runs.add(run)
+            return run
         text = plan.pieces if plan.streamed else None
         job = Generation(plan_pieces(plan, self.pool, self.library), slot, deadline, text,
                          self.limits.idle_timeout_s)  # fmt: skip

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ownvoice.audiobook import loudness
+from ownvoice import loudness
 from ownvoice.audiobook.assemble import TRIM_MARGIN_S, measure, spread, stream, trim_silence
 from ownvoice.audiobook.options import Pauses
 from ownvoice.audiobook.plan import PlannedChunk

@@ -12,9 +12,9 @@ import yaml
 
 from ownvoice.audiobook import BookOptions, EngineBackend, ServerBackend, render_book
 from ownvoice.audiobook.cast import load_cast, parse_cast, split_dialogue, split_markers
-from ownvoice.audiobook.loudness import integrated_loudness
 from ownvoice.cli import main
 from ownvoice.errors import InvalidInput
+from ownvoice.loudness import integrated_loudness
 from tests.audiobook.test_engine_backend import FakeEngine
 
 CAST = """

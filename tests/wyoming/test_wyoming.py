@@ -149,6 +149,21 @@ def test_synthesize_equals_the_http_api_for_the_same_voice_text_and_seed(server,
     assert np.abs(np.frombuffer(pcm, "<i2")).max() > 0
 
 
+def test_ssml_and_pause_tags_speak_as_over_http_with_exact_breaks(server):
+    """Home Assistant sends text as it is: SSML and pause tags in it mean what they mean over
+    HTTP, the breaks exact silences between the spans spoken alone."""
+    base, port, _ = server
+    ssml = (
+        '<speak>Lights on.<break time="300ms"/><prosody rate="fast">Doors locked.</prosody></speak>'
+    )
+    got = pcm_of(asyncio.run(synthesize(port, ssml, "ryan")))
+    assert got == http_pcm(base, "ryan", ssml)
+    a, b = http_pcm(base, "ryan", "Lights on."), http_pcm(base, "ryan", "Doors locked.", speed=1.25)
+    assert got == a + bytes(2 * 7200) + b
+    tagged = pcm_of(asyncio.run(synthesize(port, "Lights on. [pause:0.5] Goodnight.", "ryan")))
+    assert tagged == a + bytes(2 * 12000) + http_pcm(base, "ryan", "Goodnight.")
+
+
 def test_a_voice_given_by_language_only_and_no_voice_at_all_both_speak(server):
     _, port, _ = server
 

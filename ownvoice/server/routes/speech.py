@@ -27,7 +27,7 @@ router = APIRouter(dependencies=[Depends(require_api_key)], responses=ERROR_RESP
 
 _BYTES = {"schema": {"type": "string", "format": "binary"}}
 # what is actually sent: the response_format's type, or SSE events for stream_format=sse
-_AUDIO = {
+AUDIO_RESPONSES = {
     200: {
         "description": "The audio, streamed as it is made (or SSE events)",
         "content": {
@@ -45,20 +45,20 @@ _AUDIO = {
 }
 
 
-@router.post("/v1/audio/speech", response_class=Response, responses=_AUDIO)
+@router.post("/v1/audio/speech", response_class=Response, responses=AUDIO_RESPONSES)
 async def create_speech(body: SpeechRequest, request: Request) -> Response:
     """Generate speech; audio is streamed as it is generated."""
     return await _speak(body, request, "speech")
 
 
-@router.post("/v1/audio/voice-clone", response_class=Response, responses=_AUDIO)
+@router.post("/v1/audio/voice-clone", response_class=Response, responses=AUDIO_RESPONSES)
 async def create_voice_clone(body: VoiceCloneRequest, request: Request) -> Response:
     """Speak in the voice of a base64 reference clip, without saving it."""
     return await _speak(body, request, "voice-clone")
 
 
 async def _speak(body: SpeechRequest | VoiceCloneRequest, request: Request, endpoint: str):
-    _log_ignored(body)
+    log_ignored(body)
     origin = Origin(endpoint, request_id(request.scope), text=body.input)
     return await respond(request.app.state.service.speak(body.to_input(), origin), request)
 
@@ -69,6 +69,6 @@ async def create_speech_batch(body: SpeechBatchRequest, request: Request) -> dic
     return await speak_batch(request, body.model_extra or {}, body.items)
 
 
-def _log_ignored(body) -> None:
+def log_ignored(body) -> None:
     if body.model_extra:
         log.debug("ignoring unknown request fields: %s", ", ".join(sorted(body.model_extra)))
