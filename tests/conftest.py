@@ -19,15 +19,21 @@ torch.set_num_threads(max(1, min(2, os.cpu_count() or 1) // _WORKERS))
 # hands whole files to its workers in this order (--dist loadfile --no-loadscope-reorder:
 # a file's module fixtures, a server or a browser, are made once), so that the workers end
 # together instead of one finishing a three-minute file alone. The rest keep their order.
-LONGEST_FIRST = (
+LONGEST_FIRST = (  # seconds per file, measured in one `make test` phase one on three workers
     "tests/server/test_schema_fuzz.py",  # ~175
-    "tests/engine/test_memory.py",  # ~120-170
-    "tests/server/test_speech_stream_exact.py",  # ~140
-    "tests/engine/test_full_size.py",  # ~85 (+ ~50 where tests/checkpoint_cache.py writes)
-    "tests/web/test_page.py",  # ~90
-    "tests/test_bench.py",  # ~90
-    "tests/server/test_vllm_omni.py",  # ~55
-    "tests/test_gpu_check.py",  # ~45
+    "tests/engine/test_open_text.py",  # ~170
+    "tests/test_bench.py",  # ~155
+    "tests/engine/test_full_size.py",  # ~150 (+ ~50 where tests/checkpoint_cache.py writes)
+    "tests/test_gpu_check.py",  # ~140
+    "tests/engine/test_memory.py",  # ~125
+    "tests/server/test_speech_stream_exact.py",  # ~105
+    "tests/parity/test_modes.py",  # ~80
+    "tests/web/test_page.py",  # ~75
+    "tests/test_cli_say.py",  # ~70
+    "tests/server/test_batching.py",  # ~65
+    "tests/parity/test_sampled_distribution.py",  # ~65
+    "tests/test_livetext.py",  # ~65
+    "tests/engine/test_fast_path.py",  # ~60
 )
 
 
