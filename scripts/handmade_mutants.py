@@ -387,7 +387,7 @@ MUTANTS = [
     ),
     Mutant(
         "life: a cancelled sentence's partial file sent",
-        "ownvoice/server/speech_stream.py",
+        "ownvoice/server/stream_sentence.py",
         "if self.held and (self.streaming or not (cancelled or failed)):",
         "if self.held:",
         LIFE_TESTS,

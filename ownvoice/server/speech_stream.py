@@ -26,6 +26,11 @@ known at its end). With `stream_audio: true` (PCM only) the audio goes out as it
 otherwise each piece comes as one file in `response_format`. The connection takes the next
 utterance after `session.done`.
 
+With `input_format` in session.config (`"ssml"`, or `"text"` for plain text with pause tags),
+the session reads markup: an utterance's text is kept until input.done and then spoken whole,
+as `POST /v1/audio/speech` speaks it (service/script.py); each piece of each span is a
+sentence, and a pause goes out with the sentence before it.
+
 Each utterance is one request of the speech service (service/speech.py): counted in the metrics
 and logged as `websocket <status> id=<connection>.<utterance>`, spoken at the session's `speed`,
 ended with an `idle_timeout` error when its text stops arriving for limits.idle_timeout_s (its
@@ -52,7 +57,7 @@ import contextlib
 import json
 import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import replace
 
 from fastapi import WebSocket, WebSocketDisconnect
 from fastapi.exceptions import RequestValidationError
@@ -62,8 +67,9 @@ from ownvoice.errors import ClientStalled, InvalidInput, OwnvoiceError, Shutting
 from ownvoice.server.auth import websocket_handshake
 from ownvoice.server.errors import validation_message
 from ownvoice.server.protocol import SpeechSessionConfig
+from ownvoice.server.stream_sentence import Sentence, Utterance, piece_text
 from ownvoice.service.planning import check_unicode
-from ownvoice.service.speech import Origin, Run
+from ownvoice.service.speech import Origin
 
 log = logging.getLogger("ownvoice.server")
 
@@ -82,8 +88,8 @@ class SpeechStream:
         self.peer = f"{client.host}:{client.port}" if client else None
         self.config: SpeechSessionConfig | None = None
         self.config_refused = False  # a session.config came and none was accepted yet
-        self.open: _Utterance | None = None  # the utterance whose text is still coming
-        self.active: list[_Utterance] = []  # utterances not finished speaking, in order
+        self.open: Utterance | None = None  # the utterance whose text is still coming
+        self.active: list[Utterance] = []  # utterances not finished speaking, in order
         self.last: asyncio.Task | None = None  # the last utterance's task: the next waits for it
         self.count = 0  # utterances so far (the next one's index)
         self.dropped = False  # the client stopped reading: the connection is being dropped
@@ -203,7 +209,8 @@ class SpeechStream:
             await self._error(f"session.config: {message}", "invalid_config", param)
             return
         # the voice, the clip, the language and the rest are checked now, not at the first word
-        self.service.plan(config.to_input(), streamed=True)
+        # (a markup session's text is read whole at input.done: its own checks wait till then)
+        self.service.plan(replace(config.to_input(), input_format=None), streamed=True)
         self.config = config
 
     async def _text(self, text) -> None:
@@ -217,10 +224,17 @@ class SpeechStream:
         u = self.open
         if u is None:
             self._check_queue()
-            plan = self.service.plan(self.config.to_input(), streamed=True)
-            u = self.open = _Utterance(self.count, plan, self.config.stream_audio)
+            if self.config.input_format is not None:  # SSML or pause tags: read at input.done
+                u = Utterance(self.count, None, self.config.stream_audio, markup=[])
+            else:
+                plan = self.service.plan(self.config.to_input(), streamed=True)
+                u = Utterance(self.count, plan, self.config.stream_audio)
+            self.open = u
             self.count += 1
             self.active.append(u)
+        if u.markup is not None:
+            self._hold(u, text)
+            return
         try:
             u.plan.pieces.push(text)
         except InvalidInput:
@@ -236,6 +250,26 @@ class SpeechStream:
         if u.task is None and u.plan.pieces.has_text:
             self._start(u)
 
+    def _hold(self, u: Utterance, text: str) -> None:
+        """A markup session's text, kept until input.done (an SSML document is read whole)."""
+        u.markup.append(text)
+        chars, limit = sum(map(len, u.markup)), self.limits.max_input_chars
+        if chars > limit:
+            u.markup, u.cancelled = None, True
+            self.open = None
+            self._start(u)  # nothing is said; its session.done says cancelled
+            raise InvalidInput(f"the utterance is over {limit} characters "
+                               "(limits.max_input_chars)", param="text")  # fmt: skip
+
+    async def _read_markup(self, u: Utterance) -> None:
+        """input.done in a markup session: the whole text planned (SSML, pause tags); a
+        refused text gets its error, then session.done with no sentence."""
+        text, u.markup = "".join(u.markup), None
+        try:
+            u.plan = self.service.plan(replace(self.config.to_input(), input=text))
+        except OwnvoiceError as e:
+            await self._error_of(e)
+
     def _check_queue(self) -> None:
         """A new utterance may wait behind at most limits.max_queued_utterances others."""
         most = self.limits.max_queued_utterances
@@ -246,7 +280,7 @@ class SpeechStream:
                 param="text",
             )
 
-    def _start(self, u: _Utterance) -> None:
+    def _start(self, u: Utterance) -> None:
         """Speak `u` once the utterance before it has been spoken."""
         u.task = asyncio.create_task(self._speak(u, self.last))
         self.last = u.task
@@ -257,9 +291,11 @@ class SpeechStream:
         u, self.open = self.open, None
         if u is None:  # nothing was said: an empty utterance, answered in its turn
             self._check_queue()
-            u = _Utterance(self.count, None, False)
+            u = Utterance(self.count, None, False)
             self.count += 1
             self.active.append(u)
+        elif u.markup is not None:
+            await self._read_markup(u)
         else:
             u.plan.pieces.close()
         if u.task is None:
@@ -275,7 +311,7 @@ class SpeechStream:
 
     # -- speaking -------------------------------------------------------------------------------
 
-    async def _speak(self, u: _Utterance, previous: asyncio.Task | None) -> None:
+    async def _speak(self, u: Utterance, previous: asyncio.Task | None) -> None:
         """Speak the utterance piece by piece: each piece (one or more whole sentences, as the
         feed hands them out) is a "sentence" of vLLM-Omni's protocol, with its own audio.start
         (naming its text), audio and audio.done; then session.done."""
@@ -294,7 +330,7 @@ class SpeechStream:
         await self._send({"type": "session.done", "utterance_index": u.index,
                           "total_sentences": sentences, "cancelled": u.cancelled})  # fmt: skip
 
-    async def _generate(self, u: _Utterance) -> int:
+    async def _generate(self, u: Utterance) -> int:
         plan = u.plan
         try:
             run = u.run = self.service.start(plan, Origin("websocket", f"{self.id}.{u.index}",
@@ -307,10 +343,10 @@ class SpeechStream:
         sentences, sentence, error = 0, None, None
         try:
             async for chunk in run.chunks():
-                if chunk.index == 0:  # the first chunk of the next piece
+                if chunk.index == 0 or sentence is None:  # the first chunk of the next piece
                     if sentence is not None:
-                        await sentence.end(_piece_text(plan, sentences - 1))
-                    sentence = _Sentence(self, run, u, sentences, _piece_text(plan, sentences))
+                        await sentence.end(piece_text(plan, sentences - 1))
+                    sentence = Sentence(self, run, u, sentences, piece_text(plan, sentences))
                     sentences += 1
                     await sentence.start()
                     run.answered = True
@@ -332,7 +368,7 @@ class SpeechStream:
             if sentence is not None and not self.dropped:
                 cancelled = u.cancelled or run.stop_reason == "cancelled"
                 failed = error is not None and not isinstance(error, ClientStalled)
-                await sentence.end(_piece_text(plan, sentences - 1), cancelled, failed)
+                await sentence.end(piece_text(plan, sentences - 1), cancelled, failed)
             run.finish(error)
         return sentences
 
@@ -402,69 +438,3 @@ _STOPPED = {
         "the server is shutting down: the utterance was cut short"
     ),
 }
-
-
-@dataclass(eq=False)
-class _Utterance:
-    """The text between two input.done, and its run."""
-
-    index: int
-    plan: object | None  # a SpeechPlan whose pieces are a StreamedText; None: nothing was said
-    stream_audio: bool  # as configured when it began
-    task: asyncio.Task | None = None
-    run: Run | None = None
-    cancelled: bool = False
-
-    def stop(self) -> None:
-        if self.plan is not None:
-            self.plan.pieces.close()
-        if self.run is not None:
-            self.run.cancel()  # the row leaves the batch at the next step
-
-
-class _Sentence:
-    """One piece's audio on the wire: audio.start, the bytes (as made, or one file), audio.done."""
-
-    def __init__(self, stream: SpeechStream, run: Run, u: _Utterance, index: int, text: str):
-        self.stream, self.text = stream, text
-        self.format = run.plan.response_format
-        self.ids = {"utterance_index": u.index, "sentence_index": index}
-        self.audio = run.audio()  # the session's format, at its speed
-        self.streaming = u.stream_audio
-        self.held = bytearray()
-        self.sent = 0  # bytes of audio sent for it
-
-    async def start(self) -> None:
-        # the rate and channels as vLLM-Omni's clients read them to play raw PCM
-        await self.stream._send({"type": "audio.start", **self.ids, "sentence_text": self.text,
-                                 "format": self.format, "sample_rate": self.audio.sample_rate,
-                                 "channels": 1})  # fmt: skip
-
-    async def write(self, samples) -> None:
-        data = self.audio.write(samples)
-        if data and self.streaming:
-            await self.stream._send_bytes(data)
-            self.sent += len(data)
-        else:
-            self.held += data
-
-    async def end(self, text: str, cancelled: bool = False, failed: bool = False) -> None:
-        """audio.done with the bytes sent and whether the sentence failed; a whole file is sent
-        first unless the sentence was cancelled or failed (no partial file: `cancelled: true`
-        or `error: true` says so)."""
-        self.held += self.audio.close()
-        with contextlib.suppress(ClientStalled):
-            if self.held and (self.streaming or not (cancelled or failed)):
-                await self.stream._send_bytes(bytes(self.held))
-                self.sent += len(self.held)
-        done = {"type": "audio.done", **self.ids, "sentence_text": text,
-                "total_bytes": self.sent, "error": failed}  # fmt: skip
-        if cancelled:
-            done["cancelled"] = True
-        await self.stream._send(done)
-
-
-def _piece_text(plan, index: int) -> str:
-    """Piece `index`'s text as known now (a piece spoken word by word may still grow)."""
-    given = plan.pieces.given
-    return given[index] if index < len(given) else ""

@@ -98,6 +98,11 @@ class ScriptPlan:
         return self.input_chars
 
     @property
+    def pieces(self) -> list[str]:
+        """Every span's text pieces, in order."""
+        return [piece for p in self.spoken for piece in p.pieces]
+
+    @property
     def piece_count(self) -> int:
         return sum(p.piece_count for p in self.spoken)
 

@@ -38,9 +38,11 @@ AHEAD = 4  # spans started beyond the one being heard, at most
 @dataclass
 class ScriptChunk:
     """A piece of a script's audio (what Run.chunks yields for a script). `turn_start`: on the
-    first chunk of a dialogue turn, the turn's start in the delivered audio, in seconds."""
+    first chunk of a dialogue turn, the turn's start in the delivered audio, in seconds. A
+    pause belongs to the piece before it (a leading pause: to the first piece)."""
 
     samples: np.ndarray
+    index: int = 1  # 0: the first chunk of a piece (a WebSocket "sentence"); pauses go on
     num_frames: int = 0
     is_last: bool = False
     stop_reason: str | None = None
@@ -107,6 +109,8 @@ class ScriptJob:
                 yield out
             if gen.stop_reason is not None:  # cancelled, timed out: the rest is not said
                 return
+        for out in mixer.finish():
+            yield out
 
     def chunks_blocking(self) -> Iterator[ScriptChunk]:
         """`chunks()` for a script started outside an event loop (`ownvoice say`)."""
@@ -124,6 +128,7 @@ class ScriptJob:
             yield from mixer.end(i)
             if gen.stop_reason is not None:
                 return
+        yield from mixer.finish()
 
     def _stopped(self) -> bool:
         if self.cancelled.is_set():
@@ -192,10 +197,21 @@ class Mixer:
         self.gains: dict[str, list[float]] = {}  # voice -> the gains its spans took
         self.turn: int | None = None  # the turn heard last
         self.span: int | None = None  # the span being heard
+        self.lead: list[np.ndarray] = []  # pauses before the first audio: they go out with it
 
     def silence(self, i: int) -> list[ScriptChunk]:
         part: Silence = self.plan.parts[i]
-        return [self._out(i, np.zeros(part.samples, dtype=np.float32))]
+        zeros = np.zeros(part.samples, dtype=np.float32)
+        if self.span is None:  # nothing said yet: it opens the first piece
+            self.lead.append(zeros)
+            return []
+        return [self._out(i, zeros)]
+
+    def finish(self) -> list[ScriptChunk]:
+        """Pauses still held (nothing was said after them)."""
+        if not self.lead:
+            return []
+        return [self._out(len(self.plan.parts) - 1, np.zeros(0, dtype=np.float32), index=0)]
 
     def speech(self, i: int, chunk) -> list[ScriptChunk]:
         part: SpeechPlan = self.plan.parts[i]
@@ -225,7 +241,7 @@ class Mixer:
         audio = np.concatenate(self.held) if self.held else np.zeros(0, dtype=np.float32)
         self.held = []
         frames, self.frames = self.frames, 0
-        return [self._out(i, self._levelled(self.plan.parts[i], audio), frames=frames)]
+        return [self._out(i, self._levelled(self.plan.parts[i], audio), frames=frames, index=0)]
 
     def _levelled(self, part: SpeechPlan, audio: np.ndarray) -> np.ndarray:
         from ownvoice import loudness
@@ -242,17 +258,19 @@ class Mixer:
         out, _ = loudness.limit(loudness.apply_gain(audio, gain), level.peak_dbtp, SAMPLE_RATE)
         return out
 
-    def _out(self, i: int, samples: np.ndarray, chunk=None, frames: int | None = None):
+    def _out(self, i: int, samples: np.ndarray, chunk=None, frames=None, index: int = 1):
         turn = self.plan.turns[i]
+        if self.lead:  # a leading pause: the start of the first turn, the first piece
+            turn = next((t for t in self.plan.turns if t is not None), turn)
+            samples, self.lead = np.concatenate([*self.lead, samples]), []
         start = None
         if turn is not None and turn != self.turn:
             self.turn, start = turn, self.position / SAMPLE_RATE
         self.position += len(samples)
-        out = ScriptChunk(
-            samples=np.asarray(samples, dtype=np.float32), turn=turn, turn_start=start
-        )
+        samples = np.asarray(samples, dtype=np.float32)
+        out = ScriptChunk(samples=samples, index=index, turn=turn, turn_start=start)
         if chunk is not None:
-            out.num_frames, out.codes = chunk.num_frames, chunk.codes
+            out.index, out.num_frames, out.codes = chunk.index, chunk.num_frames, chunk.codes
             out.is_last, out.stop_reason = chunk.is_last, chunk.stop_reason
         elif frames is not None:
             out.num_frames = frames

@@ -344,3 +344,40 @@ def test_non_streaming_mode_speaks_whole_sentences_as_vllm_omni_does(server):
     assert [text for text, _ in said] == ["Hello there.", "How are you today?"]
     for text, pcm in said:
         assert same_audio(pcm, http_pcm(base, text, non_streaming_mode=True)), text
+
+
+def test_a_markup_session_speaks_ssml_and_pause_tags_as_http_does(server):
+    """input_format in session.config: the utterance is read whole at input.done (SSML may
+    be cut anywhere, even inside a tag); its audio is HTTP's for the same document, each span
+    a sentence, each pause with the sentence before it; a malformed document is an error event
+    and the session goes on."""
+    base, _ = server
+    ssml = (
+        '<speak>Lights on.<break time="300ms"/><prosody rate="fast">Doors locked.</prosody></speak>'
+    )
+    with connect(ws_url(base)) as ws:
+        ws.send(json.dumps({**CONFIG, "input_format": "ssml"}))
+        for piece in (ssml[:20], ssml[20:31], ssml[31:]):  # cut inside <break .../>
+            ws.send(json.dumps({"type": "input.text", "text": piece}))
+        ws.send(json.dumps({"type": "input.done"}))
+        events, audio = events_until(ws, "session.done")
+        said = sentences(events)
+        assert [text for text, _ in said] == ["Lights on.", "Doors locked."]
+        body = {"non_streaming_mode": None}
+        assert audio == http_pcm(base, ssml, **body)
+        first = http_pcm(base, "Lights on.", **body)
+        assert said[0][1] == first + bytes(2 * 7200)  # the break goes with the sentence before
+        assert said[1][1] == http_pcm(base, "Doors locked.", speed=1.25, **body)
+
+        ws.send(json.dumps({"type": "input.text", "text": "<speak>Hi <audio/></speak>"}))
+        ws.send(json.dumps({"type": "input.done"}))
+        events, audio = events_until(ws, "session.done")
+        errors = [e for e in events if e["type"] == "error"]
+        assert len(errors) == 1 and "<audio>" in errors[0]["message"] and audio == b""
+        assert events[-1]["total_sentences"] == 0
+
+        ws.send(json.dumps({**CONFIG, "input_format": "text"}))  # plain text, pause tags read
+        ws.send(json.dumps({"type": "input.text", "text": "Lights on. [pause:0.5] Goodnight."}))
+        ws.send(json.dumps({"type": "input.done"}))
+        events, audio = events_until(ws, "session.done")
+        assert audio == first + bytes(2 * 12000) + http_pcm(base, "Goodnight.", **body)
