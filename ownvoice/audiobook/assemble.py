@@ -94,7 +94,7 @@ def measure(
         lengths.append(len(audio))
         before.append(loudness.integrated_loudness(audio, sample_rate))
     gains = _gains(plan, before, target_lufs)
-    gaps = [round(pauses.after(c.pause) * sample_rate) for c in plan]
+    gaps = [round(c.gap(pauses) * sample_rate) for c in plan]
     asm = Assembly(sample_rate, lengths, gaps, round(pauses.head * sample_rate), before, gains)
     position = asm.head
     for chunk, length, gap in zip(plan, lengths, gaps, strict=True):

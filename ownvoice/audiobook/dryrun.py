@@ -41,7 +41,7 @@ def dry_run(
     options.validate()
     book, jobs, identity, max_chars = prepare(source, backend, options, input_format)
     pauses = options.pauses  # as assembly puts them: the head, then a pause after each chunk
-    audio = pauses.head + sum(expected_seconds(j.said) + pauses.after(j.chunk.pause) for j in jobs)
+    audio = pauses.head + sum(expected_seconds(j.said) + j.chunk.gap(pauses) for j in jobs)
     factor = _measure(backend, identity["language"], options.seed) if measure else None
 
     lines = [f"{book.title or source}" + (f" — {book.author}" if book.author else "")]

@@ -2,17 +2,21 @@
 
 Chunks never span a paragraph, nor a change of voice (cast.py: a dialogue voice for quotes,
 voices per chapter, inline markers). The pause after a chunk is "sentence" inside a paragraph,
-"paragraph" at its end, "chapter" at a chapter's end and "end" after the last chunk.
+"paragraph" at its end, "chapter" at a chapter's end and "end" after the last chunk. A pause
+tag in the text (`[pause:1.5]`, service/markup.py) ends a chunk there, and the silence after it
+is exactly the tag's, whatever its kind says (a tag at a paragraph's start: after the chunk
+before it).
 How long a text should sound (for runaway detection) also lives here. Knows nothing about audio.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ownvoice.audiobook.cast import BACK_TO_CAST, NO_CAST, Cast, split_dialogue, split_markers
 from ownvoice.audiobook.document import Book
 from ownvoice.languages import NAMES
+from ownvoice.service.markup import Pause, parse_text
 from ownvoice.textsplit import chunk_paragraphs, cjk_fraction, is_cjk, language_code
 
 CHUNK_CHARS = 200  # ~13 s of English speech: inside the range the models read stably
@@ -33,6 +37,11 @@ class PlannedChunk:
     chapter: int  # index into book.chapters
     pause: str  # "sentence" | "paragraph" | "chapter" | "end"
     voice: str | None = None  # who says it; None = the backend's own voice (--voice)
+    pause_s: float | None = None  # a pause tag's seconds: the silence after it, exactly
+
+    def gap(self, pauses) -> float:
+        """Seconds of silence after it (`pauses`: the book's Pauses)."""
+        return self.pause_s if self.pause_s is not None else pauses.after(self.pause)
 
 
 def default_chunk_chars(book: Book) -> int:
@@ -69,19 +78,26 @@ def plan_chunks(
     marked: list[str | None] = [None]  # an inline marker's voice, until the next marker
     for chapter_index, chapter in enumerate(book.chapters):
         voices = cast.voices(chapter_index, chapter.title)
-        pieces = []  # (voice, text, pause)
+        pieces = []  # [voice, text, pause, pause_s]
         for paragraph in chapter.paragraphs:
             said = []
-            for voice, text in _voiced(paragraph, voices, marked, language):
-                said += [(voice, c.text) for c in chunk_paragraphs([text], max_chars, language)]
-            pieces += [(v, t, "sentence") for v, t in said[:-1]]
-            pieces += [(v, t, "paragraph") for v, t in said[-1:]]
-        for i, (voice, text, pause) in enumerate(pieces):
+            for part in parse_text(paragraph):
+                if isinstance(part, Pause):  # the silence after what was said before it
+                    if said or pieces:
+                        (said or pieces)[-1][3] = part.seconds
+                    continue
+                for voice, text in _voiced(part.text, voices, marked, language):
+                    chunked = chunk_paragraphs([text], max_chars, language)
+                    said += [[voice, c.text, "sentence", None] for c in chunked]
+            if said:
+                said[-1][2] = "paragraph"
+            pieces += said
+        for i, (voice, text, pause, pause_s) in enumerate(pieces):
             pause = "chapter" if i == len(pieces) - 1 else pause
-            chunks.append(PlannedChunk(len(chunks), text, chapter_index, pause, voice))
+            chunks.append(PlannedChunk(len(chunks), text, chapter_index, pause, voice, pause_s))
     if chunks:
         last = chunks[-1]
-        chunks[-1] = PlannedChunk(last.index, last.text, last.chapter, "end", last.voice)
+        chunks[-1] = replace(last, pause="end")
     return chunks
 
 

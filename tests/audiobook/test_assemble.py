@@ -117,3 +117,13 @@ def test_layout_puts_each_pause_after_its_chunk_and_marks_chapter_starts():
     assert asm.chapter_starts == [0, round(0.125 * SR) + 3 * n + round(2.75 * SR)]
     blocks = list(stream(plan, lambda c: x, asm, -1.0))
     assert sum(len(b) for b in blocks) == asm.total == round(3.875 * SR) + 4 * n
+
+
+def test_a_pause_tags_silence_is_exact_between_the_trimmed_chunks():
+    chunks = [_noise_speech(1.0, 0, 1), _noise_speech(1.0, 0, 2)]
+    plan = [PlannedChunk(0, "a", 0, "sentence", pause_s=1.25), PlannedChunk(1, "b", 0, "end")]
+    pauses = Pauses(sentence=0.35, paragraph=0.8, chapter=2.0, head=0.5, tail=1.0)
+    asm = measure(plan, lambda c: chunks[c.index], SR, pauses, -18.0)
+    assert asm.gaps == [round(1.25 * SR), SR]  # the tag's, not the sentence pause's 0.35 s
+    blocks = list(stream(plan, lambda c: chunks[c.index], asm, -1.0))
+    assert len(blocks[2]) == 30000 and not blocks[2].any()

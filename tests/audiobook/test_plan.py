@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ownvoice.audiobook.document import Book, Chapter
+from ownvoice.audiobook.options import Pauses
 from ownvoice.audiobook.plan import (
     CHUNK_CHARS,
     CHUNK_CHARS_CJK,
@@ -16,6 +17,7 @@ from ownvoice.audiobook.plan import (
     split_language,
     synthesis_language,
 )
+from ownvoice.errors import InvalidInput
 
 
 def book(*chapters: list[str], language: str | None = None) -> Book:
@@ -66,6 +68,21 @@ def test_chunks_are_numbered_in_reading_order_with_their_pauses():
         PlannedChunk(3, "Four.", 1, "end"),
     ]
     assert plan_chunks(book([]), 6) == []
+
+
+def test_a_pause_tag_ends_its_chunk_and_sets_the_silence_after_it_exactly():
+    b = book(["One. [pause:1.5] Two.", "[pause:300ms]Three. [PAUSE]"], ["Four."])
+    chunks = plan_chunks(b, 200)
+    assert chunks == [
+        PlannedChunk(0, "One.", 0, "sentence", pause_s=1.5),
+        PlannedChunk(1, "Two.", 0, "paragraph", pause_s=0.3),  # the next paragraph's leading tag
+        PlannedChunk(2, "Three.", 0, "chapter", pause_s=0.5),
+        PlannedChunk(3, "Four.", 1, "end"),
+    ]
+    pauses = Pauses()
+    assert [c.gap(pauses) for c in chunks] == [1.5, 0.3, 0.5, pauses.tail]
+    with pytest.raises(InvalidInput, match="pause:soon"):
+        plan_chunks(book(["Wait [pause:soon] here."]), 200)
 
 
 def test_chunks_are_split_in_the_language_given():
