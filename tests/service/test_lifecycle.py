@@ -125,23 +125,23 @@ def test_a_drain_refuses_newcomers_and_finishes_what_runs_unless_aborted(serve):
     assert service.in_flight == 0
 
 
-def test_a_scripts_spans_generate_together_where_rows_are_free_and_wait_where_not(serve):
+@pytest.mark.parametrize("rows", [3, 1])
+def test_a_scripts_spans_generate_together_where_rows_are_free_and_wait_where_not(serve, rows):
     """A script's later spans start beside the one being heard while the batch has rows free
     (a dialogue's turns run together), and wait for their turn when it has none."""
     text = "First one. [pause:0.1] Second one. [pause:0.1] Third one."
-    for rows in (3, 1):
-        service, engine = serve(max_batch=rows)
-        run = service.speak(SpeechInput(input=text, voice="ryan", max_frames=4), Origin("test"))
-        chunks = []
-        reader = threading.Thread(target=lambda: chunks.extend(run.chunks_blocking()))
-        reader.start()
-        # every span that found a row has its place before any step is allowed (the first may
-        # already wait inside its first step: the others then join at the next)
-        admission = run.plan.choice.worker.admission
-        wait_for(lambda: admission.admitted == rows)
-        engine.allow(100)
-        reader.join(60)
-        assert run.finish() == "200"
-        assert engine.max_active == rows and sum(engine.batches) == 12, engine.batches
-        samples = sum(len(c.samples) for c in chunks)
-        assert samples == 3 * 4 * 1920 + 2 * 2400  # three spans of 4 frames, two pauses
+    service, engine = serve(max_batch=rows)
+    run = service.speak(SpeechInput(input=text, voice="ryan", max_frames=4), Origin("test"))
+    chunks = []
+    reader = threading.Thread(target=lambda: chunks.extend(run.chunks_blocking()))
+    reader.start()
+    # every span that found a row has its place before any step is allowed (the first may
+    # already wait inside its first step: the others then join at the next)
+    admission = run.plan.choice.worker.admission
+    wait_for(lambda: admission.admitted == rows)
+    engine.allow(100)
+    reader.join(60)
+    assert run.finish() == "200"
+    assert engine.max_active == rows and sum(engine.batches) == 12, engine.batches
+    samples = sum(len(c.samples) for c in chunks)
+    assert samples == 3 * 4 * 1920 + 2 * 2400  # three spans of 4 frames, two pauses
