@@ -25,9 +25,9 @@ LONGEST_FIRST = (  # seconds per file, measured in one `make test` phase one on 
     "tests/test_bench.py",  # ~155
     "tests/engine/test_full_size.py",  # ~150 (+ ~50 where tests/checkpoint_cache.py writes)
     "tests/test_gpu_check.py",  # ~140
-    "tests/server/test_speech_stream_exact.py",  # ~105
     "tests/engine/test_memory.py",  # ~85
     "tests/parity/test_modes.py",  # ~80
+    "tests/server/test_speech_stream_exact.py",  # ~75 (~105 with its references after)
     "tests/web/test_page.py",  # ~75
     "tests/test_cli_say.py",  # ~70
     "tests/server/test_batching.py",  # ~65

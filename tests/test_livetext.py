@@ -75,3 +75,23 @@ def test_the_stable_prefix_holds_back_only_the_last_pre_token():
     assert tok.stable_prefix("Hello there, ") == "Hello there,"
     assert tok.stable_prefix("It costs 3.") == "It costs 3"
     assert tok.stable_prefix("Hi") == ""
+
+
+def test_a_text_closed_while_its_first_piece_is_read_still_has_that_piece():
+    """The WebSocket's input.done can land while the engine's thread reads piece 0: the pieces
+    and whether the text ended must come from the same reading, or the piece of a text with
+    words looks like the end of an empty one (None) and the utterance ends with no audio."""
+    live = LiveText(300, "english", limit=10_000)
+    live.push("Hi")
+    decide = live._decide
+
+    def then_closed():
+        decided = decide()  # the text as it was: open, nothing decided yet
+        live.close()  # input.done arrives now
+        return decided
+
+    live._decide = then_closed
+    now = live.piece(0)
+    assert now is not None and not now.final, now  # the open text as read, not the end
+    live._decide = decide
+    assert live.piece(0).text == "Hi" and live.piece(0).final and live.piece(1) is None

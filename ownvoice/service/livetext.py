@@ -148,7 +148,7 @@ class LiveText(StreamedText):
     @property
     def given(self) -> list[str]:
         """The text of every piece begun so far (the last may still grow)."""
-        pieces, current = self._decide()
+        pieces, current, _ = self._decide()
         return pieces + ([current] if current else [])
 
     # -- the engine's side ---------------------------------------------------------------------
@@ -156,28 +156,30 @@ class LiveText(StreamedText):
     def piece(self, k: int):
         """Piece k as known now: a TextSoFar (final once decided), PENDING while it has not
         begun, None when the text ended before it."""
-        pieces, current = self._decide()
+        # `closed` as of the text the pieces were cut from: read again, it could say the text
+        # ended while the pieces were still those of an open text (a close between the two
+        # reads), and piece 0 of a text with words would look like the end of an empty one
+        pieces, current, closed = self._decide()
         if k < len(pieces):
             return TextSoFar(pieces[k], True)
-        with self._lock:
-            closed = self._closed
         if k == len(pieces) and not closed:
             return TextSoFar(current, False)
         return None if closed else PENDING
 
-    def _decide(self) -> tuple[list[str], str]:
-        """(the decided pieces, what is decided of the next one)."""
+    def _decide(self) -> tuple[list[str], str, bool]:
+        """(the decided pieces, what is decided of the next one, whether the text they were
+        cut from was complete), from one reading of the text."""
         with self._lock:
             text, closed, received = self._text, self._closed, self.received
             if self._decided is not None and self._decided[:2] == (received, closed):
-                return self._decided[2], self._decided[3]
+                return self._decided[2], self._decided[3], closed
         if closed:
             pieces, current = split_input(text, self.max_chars, self.language), ""
         else:
             pieces, current = self._agreed(text)
         with self._lock:
             self._decided = (received, closed, pieces, current)
-        return pieces, current
+        return pieces, current, closed
 
     def _agreed(self, text: str) -> tuple[list[str], str]:
         text = text.lstrip()

@@ -136,11 +136,16 @@ class FakeSpeechServer:
                     server.bodies.append(body)
                     server.active += 1
                     server.max_active = max(server.max_active, server.active)
+                self.counted = True
                 try:
                     self._speak(body, text)
                 finally:
-                    with server._lock:
-                        server.active -= 1
+                    self._uncount()
+
+            def _uncount(self):
+                with server._lock:
+                    server.active -= self.counted
+                    self.counted = False
 
             def _speak(self, body, text):
                 action = server._action(text)
@@ -154,6 +159,9 @@ class FakeSpeechServer:
                 if action == "400":
                     return self._error(400, f"voice {body.get('voice')!r} not found")
                 if action == "stall":
+                    # the client gives up on it long before it answers and sends the chunk
+                    # again: one of its jobs no longer, though still here
+                    self._uncount()
                     time.sleep(server.stall_s)
                 stretch = {"runaway": 20.0, "short": 0.05}.get(action, 1.0)
                 gain = server.gain_db(text) + server.voice_gain_db.get(body.get("voice"), 0.0)
