@@ -19,6 +19,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--requests", type=int, default=2, help="--server: requests per client")
     p.add_argument("--voice", default="alloy", help="--server: the voice to ask for")
     p.add_argument("--api-key", help="--server: bearer key")
+    p.add_argument("--clone", metavar="CLIP",
+                   help="--server: also measure this clip cloned (ICL with --clone-text, and "
+                   "x-vector only), uploaded as two voices for the run")  # fmt: skip
+    p.add_argument("--clone-text", help="--server --clone: the clip's transcript (ICL rows)")
     p.add_argument("--frames", type=int, default=48, help="frames to generate (12.5 per second)")
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"))
@@ -93,8 +97,12 @@ def run(args: argparse.Namespace) -> int:
         from ownvoice.bench.client import format_client_table, run_client
 
         levels = [int(c) for c in args.concurrency.split(",")]
+        clone = None
+        if args.clone:
+            with open(args.clone, "rb") as f:
+                clone = (f.read(), args.clone_text)
         result = run_client(
-            args.server, levels, args.frames, args.requests, args.voice, args.api_key
+            args.server, levels, args.frames, args.requests, args.voice, args.api_key, clone
         )
         print(format_client_table(result))
         if args.json:

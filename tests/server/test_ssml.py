@@ -240,3 +240,22 @@ def test_dialogue_refuses_an_unknown_voice_naming_its_turn(server):
     assert "nobody" in error["message"] and error["param"] == "turns[1].voice", error
     # an unknown model is still a 404, as for /v1/audio/speech
     assert post(server, "/v1/audio/dialogue", turns=turns[:1], model="nope").status_code == 404
+
+
+def test_a_batch_item_reads_its_markup_as_a_single_request_does(server):
+    items = [{"input": "Hello there. [pause:0.5] How are you?", "voice": "ryan"},
+             {"input": '<speak><s>Fine.</s><s>Thanks.</s></speak>', "voice": "vivian"}]  # fmt: skip
+    r = httpx.post(f"{server}/v1/audio/speech/batch", json={**BASE_BODY, "items": items},
+                   timeout=300)  # fmt: skip
+    assert r.status_code == 200, r.text
+    import base64
+
+    got = [
+        np.frombuffer(base64.b64decode(x["audio_data"]), dtype="<i2") for x in r.json()["results"]
+    ]
+    a, b, fine, thanks = alone(
+        server, {"input": "Hello there."}, {"input": "How are you?"},
+        {"input": "Fine.", "voice": "vivian"}, {"input": "Thanks.", "voice": "vivian"},
+    )  # fmt: skip
+    same(got[0], joined(a, gap(0.5), b))
+    same(got[1], joined(fine, thanks))  # each <s> its own span, no silence between
