@@ -36,6 +36,8 @@ def main(argv: list[str] | None = None) -> None:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if not args.verbose:  # a line per HTTP request (bench --server, book --server) is noise
+        logging.getLogger("httpx").setLevel(logging.WARNING)
     from ownvoice.errors import OwnvoiceError
 
     try:
