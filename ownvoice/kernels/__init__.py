@@ -7,7 +7,9 @@ build (Ctrl-C during the first start) leaves behind, and every later start would
 it forever; so builds take an flock of our own first (the system drops it when its process
 dies), under which any `lock` file left is stale and removed. Without a compiler, on a CPU
 without AVX2/FMA, or with OWNVOICE_NO_KERNELS=1, `cpu_kernels()` returns None and callers keep
-torch's own ops.
+torch's own ops. The products use the widest instruction set the CPU has (avx512vnni, with
+512-bit float tiles; avxvnni; avx2); OWNVOICE_KERNEL_ISA=avx2 (or another the CPU has) forces
+one, to measure what an older CPU gets (README, "Speed").
 """
 
 from __future__ import annotations
@@ -57,8 +59,33 @@ def cpu_kernels():
         elif not cpu_supports_avx2():
             log.info("CPU kernels need x86-64 with AVX2 and FMA; using torch's ops")
         else:
-            _state["module"] = _build()
+            module = _build()
+            try:
+                _force_isa(module)
+            except Exception:
+                del _state["module"]  # asked again, it says so again (never a silent fallback)
+                raise
+            _state["module"] = module
         return _state["module"]
+
+
+def _force_isa(module) -> None:
+    """OWNVOICE_KERNEL_ISA, when set: the products run with that instruction set (a name the
+    CPU cannot run is refused at once, with the ones it can)."""
+    forced = os.environ.get("OWNVOICE_KERNEL_ISA", "").strip().lower()
+    if not forced or module is None:
+        return
+    supported = list(module.supported_isas())
+    if forced not in supported:
+        from ownvoice.errors import InvalidInput
+
+        raise InvalidInput(
+            f"OWNVOICE_KERNEL_ISA={forced} is not an instruction set the kernels can use on "
+            f"this CPU; use one of: {', '.join(supported)}",
+            param="OWNVOICE_KERNEL_ISA",
+        )
+    module.set_isa(forced)
+    log.info("CPU kernels: products forced to %s (OWNVOICE_KERNEL_ISA)", forced)
 
 
 CFLAGS = ("-O3", "-mavx2", "-mfma", "-fopenmp")

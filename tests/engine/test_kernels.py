@@ -3,6 +3,10 @@ plain integer arithmetic they implement (int8 and int4 weights), on every instru
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 from torch import nn
@@ -243,3 +247,21 @@ def test_snake_beta_equals_torch(kernels):
         got = kernels.snake_beta(x, alpha, inv_beta)
         want = x.double() + inv_beta.double() * torch.sin(x.double() * alpha.double()) ** 2
         torch.testing.assert_close(got.double(), want, atol=2e-6, rtol=1e-6)
+
+
+def kernels_in_a_new_process(isa: str) -> subprocess.CompletedProcess:
+    """The kernels as a fresh process (`ownvoice serve`, bench) loads them, with
+    OWNVOICE_KERNEL_ISA set."""
+    code = "from ownvoice.kernels import cpu_kernels\nprint(cpu_kernels().isa())"
+    env = {**os.environ, "OWNVOICE_KERNEL_ISA": isa}
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+
+
+def test_the_instruction_set_can_be_forced_for_a_process_and_a_wrong_one_is_refused(kernels):
+    """What an AVX2-only CPU gets, measured on a newer one (README, "Speed")."""
+    proc = kernels_in_a_new_process("AVX2")
+    assert proc.returncode == 0 and proc.stdout.split()[-1] == "avx2", proc.stderr[-2000:]
+    proc = kernels_in_a_new_process("sse2")
+    assert proc.returncode != 0
+    assert "OWNVOICE_KERNEL_ISA=sse2" in proc.stderr and "avx2" in proc.stderr.splitlines()[-1]
