@@ -99,7 +99,7 @@ class ScriptJob:
                 continue
             gen = self._gens[i]
             if gen is None:
-                slot = await self.service._place(part.choice.worker, self.deadline)
+                slot = await self.service.wait_for_place(part.choice.worker, self.deadline)
                 gen = self._start(i, slot)
             self._run_ahead(i)
             async for chunk in gen.chunks():

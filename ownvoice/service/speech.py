@@ -112,7 +112,9 @@ class SpeechService:
         record = self._record(origin)
         try:
             plan = record.plan = self.plan(req)
-            slot = await self._place(plan.choice.worker, record.t0 + self.limits.request_timeout_s)
+            slot = await self.wait_for_place(
+                plan.choice.worker, record.t0 + self.limits.request_timeout_s
+            )
         except Exception as e:
             record.finish(str(describe(e).status), 0.0)
             raise
@@ -157,7 +159,7 @@ class SpeechService:
         plan.choice.worker.submit(job)
         return run
 
-    async def _place(self, worker, deadline: float):
+    async def wait_for_place(self, worker, deadline: float):
         """A place in `worker`'s admission for a request that waits for one (module doc)."""
         admission = worker.admission
         loop = asyncio.get_running_loop()
