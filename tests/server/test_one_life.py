@@ -239,13 +239,20 @@ def test_a_cancelled_sentence_sends_no_partial_file(tmp_path):
 def test_a_failed_sentence_says_so_in_its_audio_done(tmp_path):
     """vLLM-Omni's audio.done: the bytes sent for the sentence, and `error: true` when its
     generation failed (after the error event); the connection speaks on."""
-    engine = FakeEngine(frames_per_char=1.0)
+    engine = FakeEngine(frames_per_char=1.0, gated=True)
     with serve(make_settings(tmp_path, device="cpu"), engines={"cv": engine}) as (base, _):
         with connect(ws_url(base)) as ws:
             ws.send(config())
             engine.fail_after = 20
             ws.send(json.dumps({"type": "input.text", "text": "A sentence that fails " * 3}))
             ws.send(json.dumps({"type": "input.done"}))
+            # the generation steps only once input.done has been read (messages are read in
+            # order, and this one's answer proves it): a failure before it would end the
+            # utterance early, and input.done would then be an empty utterance of its own
+            ws.send(json.dumps({"type": "no.such.message"}))
+            read, _ = events_until(ws, "error")
+            assert read[-1]["code"] == "unknown_type", read
+            engine.allow(10_000)
             events, audio = events_until(ws, "session.done")
             engine.fail_after = None
             kinds = [e["type"] for e in events if e["type"] != "audio"]
