@@ -12,7 +12,13 @@ import torch
 # the cores are shared by everything here, pytest-xdist's workers included (make test runs two):
 # more threads than a worker's share only thrash, and the tiny test models gain nothing from them
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-torch.set_num_threads(max(1, min(2, os.cpu_count() or 1) // _WORKERS))
+_THREADS = max(1, min(2, os.cpu_count() or 1) // _WORKERS)
+torch.set_num_threads(_THREADS)
+if _WORKERS > 1:
+    # and the processes the tests start (the CLI, the bench, a served subprocess, the GPU check's
+    # rehearsal) take the same share: two OpenMP threads in each of three busy workers' children
+    # spent twice the CPU time for the same work (measured: the rehearsal 147 s against ~45 s)
+    os.environ.setdefault("OMP_NUM_THREADS", str(_THREADS))
 
 
 # The test files that take longest (seconds on one of two busy cores), started first: make test
@@ -20,20 +26,22 @@ torch.set_num_threads(max(1, min(2, os.cpu_count() or 1) // _WORKERS))
 # a file's module fixtures, a server or a browser, are made once), so that the workers end
 # together instead of one finishing a three-minute file alone. The rest keep their order.
 LONGEST_FIRST = (  # seconds per file, measured in one `make test` phase one on three workers
-    "tests/server/test_schema_fuzz.py",  # ~175
-    "tests/engine/test_open_text.py",  # ~170
-    "tests/test_bench.py",  # ~155
-    "tests/engine/test_full_size.py",  # ~150 (+ ~50 where tests/checkpoint_cache.py writes)
-    "tests/test_gpu_check.py",  # ~140
-    "tests/engine/test_memory.py",  # ~85
-    "tests/parity/test_modes.py",  # ~80
-    "tests/server/test_speech_stream_exact.py",  # ~75 (~105 with its references after)
-    "tests/web/test_page.py",  # ~75
-    "tests/test_cli_say.py",  # ~70
-    "tests/server/test_batching.py",  # ~65
-    "tests/parity/test_sampled_distribution.py",  # ~65
-    "tests/test_livetext.py",  # ~65
-    "tests/engine/test_fast_path.py",  # ~60
+    "tests/server/test_schema_fuzz.py",  # ~190 (mostly waiting: ~40 s of CPU)
+    "tests/engine/test_full_size.py",  # ~145 (+ ~50 where tests/checkpoint_cache.py writes)
+    "tests/test_bench.py",  # ~125
+    "tests/server/test_speech_stream.py",  # ~90
+    "tests/web/test_page.py",  # ~80
+    "tests/engine/test_memory.py",  # ~75
+    "tests/server/test_speech_stream_exact.py",  # ~70 (~100 with its references after)
+    "tests/server/test_batching.py",  # ~60
+    "tests/test_gpu_check.py",  # ~60
+    "tests/test_cli_say.py",  # ~60
+    "tests/server/test_vllm_omni.py",  # ~50
+    "tests/parity/test_mutations.py",  # ~50
+    "tests/test_livetext.py",  # ~45
+    "tests/server/test_shutdown.py",  # ~40
+    "tests/engine/test_fast_path.py",  # ~35
+    "tests/parity/test_sampled_distribution.py",  # ~35
 )
 
 
