@@ -260,17 +260,23 @@ def _pack_for_cpu(model: Qwen3TTSModel, config: EngineConfig, stored: torch.dtyp
 
 
 def _kernel_speech_decoder(codec, config: EngineConfig, kernels):
-    """The float32 speech decoder on the CPU kernels (within 1e-5 of the reference, faster on
-    a streaming chunk), or None where it does not apply: no kernels, a reduced-precision
-    decoder (torch's bf16 products are native on CPUs that have them) or the windowed
-    approximation. Frees the reference decoder's weights: the kernels hold their own copy."""
+    """The speech decoder on the CPU kernels, or None where it does not apply: no kernels, the
+    windowed approximation, or a reduced-precision decoder the kernels do not run (float16;
+    bfloat16 without AVX512-BF16, where torch's bf16 ops are what the CPU does best).
+
+    float32: within 1e-5 of the reference, faster on a streaming chunk. bfloat16 on a CPU with
+    AVX512-BF16: its products in bf16 dot products (fast/decoder_products.py), the rest in
+    float32 on the bf16-rounded weights. Frees the reference decoder's weights: the kernels hold
+    their own copy."""
     if kernels is None or config.decode_window_frames:
         return None
-    if codec.decoder.pre_conv.conv.weight.dtype != torch.float32:
+    dtype = codec.decoder.pre_conv.conv.weight.dtype
+    bf16 = dtype == torch.bfloat16 and kernels.has_bf16dot()
+    if dtype != torch.float32 and not bf16:
         return None
     from ownvoice.engine.fast.speech_decoder import KernelCodecDecoder
 
-    decoder = KernelCodecDecoder(codec.decoder, kernels)
+    decoder = KernelCodecDecoder(codec.decoder.float() if bf16 else codec.decoder, kernels, bf16)
     codec.decoder = None
     return decoder
 

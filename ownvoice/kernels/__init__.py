@@ -32,6 +32,8 @@ SOURCES = (
     "intdot_avx512vnni.cpp",
     "intdot_avxvnni.cpp",
     "float_avx512.cpp",
+    "bf16_ops.cpp",
+    "bf16dot_avx512.cpp",
 )
 
 _lock = threading.Lock()

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <vector>
 
+#include "bf16_ops.h"
 #include "float_tile.h"
 #include "intdot.h"
 #include "intdot_matmul.h"
@@ -328,6 +329,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("snake_beta", &snake_beta, free_gil, "x + inv_beta * sin(alpha * x)^2 over the last (channel) axis");
   m.def("conv_rows", &conv_rows, free_gil, "causal convolution over channels-last (B, T, C) float32 input as one "
         "product: w the panels of the tap-major (rows, taps * C) matrix; y (B, T - (taps - 1) * dilation, rows)");
+  m.def("linear_bf16", &linear_bf16, free_gil, "linear in bf16 (AVX512-BF16): x rounded to bf16, w the pair "
+        "panels (panels, ceil(K / 2), 32) bf16 holding `rows` rows; y float32");
+  m.def("conv_rows_bf16", &conv_rows_bf16, free_gil, "conv_rows in bf16 (AVX512-BF16): x rounded to bf16, w the "
+        "pair panels of the tap-major (rows, taps * C) matrix, C even");
+  m.def("has_bf16dot", &has_bf16dot, "the bf16 products run here (AVX512-BF16, the AVX-512 instruction set)");
   m.def("isa", &isa, "the instruction set the products use (avx512vnni: 512-bit float tiles too)");
   m.def("supported_isas", &supported_isas, "instruction sets this CPU can run the products with");
   m.def("set_isa", &set_isa, "force an instruction set for the products (tests, benchmarks)");

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ownvoice.engine.fast.packed import to_panels
+from ownvoice.engine.fast.decoder_products import Products
 from ownvoice.model.codec import streaming
 from ownvoice.model.codec.decoder import CodecDecoder
 from ownvoice.model.codec.transformer import apply_rope, rope_cos_sin, window_attention
@@ -45,35 +45,41 @@ class _State:
 
 
 class _Linear:
-    def __init__(self, weight: Tensor, bias: Tensor | None, kernels):
-        self.kernels, self.rows = kernels, weight.shape[0]
-        self.weight = to_panels(weight.detach().float().contiguous())
+    def __init__(self, weight: Tensor, bias: Tensor | None, products: Products):
+        self.products, self.rows = products, weight.shape[0]
+        self.weight = products.pack(weight)
         self.bias = None if bias is None else bias.detach().float().contiguous()
 
     def __call__(self, x: Tensor) -> Tensor:
         x2 = x.reshape(-1, x.shape[-1]).contiguous()
-        y = self.kernels.linear(x2, self.weight, None, self.bias, self.rows)
+        y = self.products.linear(x2, self.weight, self.bias, self.rows)
         return y.view(*x.shape[:-1], self.rows)
 
 
 class _Conv:
     """A causal conv as one product: weight matrix (rows, taps * C_in), tap-major columns."""
 
-    def __init__(self, matrix: Tensor, bias: Tensor | None, taps: int, dilation: int, kernels):
-        self.kernels, self.rows, self.taps, self.dilation = kernels, matrix.shape[0], taps, dilation
-        self.weight = to_panels(matrix.detach().float().contiguous())
+    def __init__(self, matrix: Tensor, bias: Tensor | None, taps: int, dilation: int,
+                 products: Products):  # fmt: skip
+        self.products, self.rows, self.taps, self.dilation = (
+            products,
+            matrix.shape[0],
+            taps,
+            dilation,
+        )
+        self.weight = products.pack(matrix)
         self.bias = None if bias is None else bias.detach().float().contiguous()
         self.context = (taps - 1) * dilation
 
     @classmethod
-    def causal(cls, module, kernels) -> _Conv:
+    def causal(cls, module, products: Products) -> _Conv:
         """From a CausalConv1d: weight (C_out, C_in, taps) -> (C_out, taps * C_in)."""
         conv = module.conv
         matrix = conv.weight.permute(0, 2, 1).reshape(conv.out_channels, -1)
-        return cls(matrix, conv.bias, conv.kernel_size[0], conv.dilation[0], kernels)
+        return cls(matrix, conv.bias, conv.kernel_size[0], conv.dilation[0], products)
 
     @classmethod
-    def transposed(cls, module, kernels) -> _Conv:
+    def transposed(cls, module, products: Products) -> _Conv:
         """From a CausalConvTranspose1d (kernel = taps * stride): output row i holds samples
         i*s + q (q < s) of every channel; sample i*s + q sums, over taps j, input
         x[i - (taps - 1) + j] times kernel index q + s * (taps - 1 - j)."""
@@ -83,13 +89,13 @@ class _Conv:
         w = conv.weight.view(c_in, c_out, taps, s).flip(2)  # tap j = kernel block taps-1-j
         matrix = w.permute(3, 1, 2, 0).reshape(s * c_out, taps * c_in)  # rows (q, c), cols (j, ci)
         bias = conv.bias.repeat(s)
-        return cls(matrix, bias, taps, 1, kernels)
+        return cls(matrix, bias, taps, 1, products)
 
     def __call__(self, x: Tensor, state: _State) -> Tensor:
         # (B, n, C_in) -> (B, n, rows)
         if self.context:
             x = state.with_tail(id(self), x, self.context)
-        return self.kernels.conv_rows(
+        return self.products.conv(
             x.contiguous(), self.weight, self.bias, self.rows, self.taps, self.dilation
         )
 
@@ -98,8 +104,8 @@ class _Snake:
     """SnakeBeta, x + sin(alpha x)^2 / beta, in one pass of the kernels (as five torch ops it
     was a sixth of the decoder's time)."""
 
-    def __init__(self, module, kernels):
-        self.kernels = kernels
+    def __init__(self, module, products: Products):
+        self.kernels = products.kernels
         self.alpha = module.alpha.detach().float().exp().contiguous()
         self.inv_beta = (1.0 / (module.beta.detach().float().exp() + 1e-9)).contiguous()
 
@@ -110,16 +116,16 @@ class _Snake:
 class _Upsampler:
     """A transposed conv (x r) and a ConvNeXt block, channels-last."""
 
-    def __init__(self, transposed, convnext, kernels):
+    def __init__(self, transposed, convnext, products):
         self.stride = transposed.stride
-        self.up = _Conv.transposed(transposed, kernels)
+        self.up = _Conv.transposed(transposed, products)
         dw = convnext.dwconv
         self.dw_weight = dw.conv.weight.detach().float()[:, 0].T.contiguous()  # (taps, C)
         self.dw_bias = dw.conv.bias.detach().float()
         self.dw_context = dw.context
         self.norm = convnext.norm
-        self.pw1 = _Linear(convnext.pwconv1.weight, convnext.pwconv1.bias, kernels)
-        self.pw2 = _Linear(convnext.pwconv2.weight, convnext.pwconv2.bias, kernels)
+        self.pw1 = _Linear(convnext.pwconv1.weight, convnext.pwconv1.bias, products)
+        self.pw2 = _Linear(convnext.pwconv2.weight, convnext.pwconv2.bias, products)
         self.gamma = convnext.gamma.detach().float()
 
     def __call__(self, x: Tensor, state: _State) -> Tensor:
@@ -136,13 +142,13 @@ class _Upsampler:
 class _Block:
     """SnakeBeta, transposed conv (x rate), three residual units."""
 
-    def __init__(self, block, kernels):
-        self.snake = _Snake(block.block[0], kernels)
+    def __init__(self, block, products):
+        self.snake = _Snake(block.block[0], products)
         self.stride = block.block[1].stride
-        self.up = _Conv.transposed(block.block[1], kernels)
+        self.up = _Conv.transposed(block.block[1], products)
         self.units = [
-            (_Snake(u.act1, kernels), _Conv.causal(u.conv1, kernels), _Snake(u.act2, kernels),
-             _Conv.causal(u.conv2, kernels))
+            (_Snake(u.act1, products), _Conv.causal(u.conv1, products), _Snake(u.act2, products),
+             _Conv.causal(u.conv2, products))
             for u in block.block[2:]
         ]  # fmt: skip
 
@@ -158,7 +164,7 @@ class _Block:
 class _Layer:
     """A pre_transformer layer: attention over a causal window (with a KV cache), SwiGLU."""
 
-    def __init__(self, layer, kernels):
+    def __init__(self, layer, products):
         attn, mlp = layer.self_attn, layer.mlp
         self.heads, self.kv_heads, self.head_dim = attn.num_heads, attn.num_kv_heads, attn.head_dim
         self.rope_theta, self.window = attn.rope_theta, attn.window
@@ -167,10 +173,12 @@ class _Layer:
         qkv_bias = None
         if attn.q_proj.bias is not None:
             qkv_bias = torch.cat([attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias])
-        self.qkv = _Linear(qkv, qkv_bias, kernels)
-        self.o = _Linear(attn.o_proj.weight, attn.o_proj.bias, kernels)
-        self.gate_up = _Linear(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]), None, kernels)
-        self.down = _Linear(mlp.down_proj.weight, None, kernels)
+        self.qkv = _Linear(qkv, qkv_bias, products)
+        self.o = _Linear(attn.o_proj.weight, attn.o_proj.bias, products)
+        self.gate_up = _Linear(
+            torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]), None, products
+        )
+        self.down = _Linear(mlp.down_proj.weight, None, products)
         self.attn_scale = layer.self_attn_layer_scale.scale.detach().float()
         self.mlp_scale = layer.mlp_layer_scale.scale.detach().float()
 
@@ -206,25 +214,26 @@ class KernelCodecDecoder:
 
     Holds its own float32 copy of every matrix, so the reference decoder can be freed."""
 
-    def __init__(self, reference: CodecDecoder, kernels):
+    def __init__(self, reference: CodecDecoder, kernels, bf16: bool = False):
         cfg = self.config = reference.config
+        products = self.products = Products(kernels, bf16)
         self.samples_per_frame = reference.samples_per_frame
         self.history_frames = reference.waveform_history_frames
         q = reference.quantizer
         self.codebooks = q.codebooks.detach().float()
-        self.rvq_first = _Linear(q.rvq_first.output_proj.weight[..., 0], None, kernels)
-        self.rvq_rest = _Linear(q.rvq_rest.output_proj.weight[..., 0], None, kernels)
-        self.pre_conv = _Conv.causal(reference.pre_conv, kernels)
+        self.rvq_first = _Linear(q.rvq_first.output_proj.weight[..., 0], None, products)
+        self.rvq_rest = _Linear(q.rvq_rest.output_proj.weight[..., 0], None, products)
+        self.pre_conv = _Conv.causal(reference.pre_conv, products)
         t = reference.pre_transformer
-        self.input_proj = _Linear(t.input_proj.weight, t.input_proj.bias, kernels)
-        self.layers = [_Layer(layer, kernels) for layer in t.layers]
+        self.input_proj = _Linear(t.input_proj.weight, t.input_proj.bias, products)
+        self.layers = [_Layer(layer, products) for layer in t.layers]
         self.norm = t.norm
-        self.output_proj = _Linear(t.output_proj.weight, t.output_proj.bias, kernels)
-        self.upsample = [_Upsampler(tr, cn, kernels) for tr, cn in reference.upsample]
-        self.conv_in = _Conv.causal(reference.decoder[0], kernels)
-        self.blocks = [_Block(b, kernels) for b in reference.decoder[1:-2]]
-        self.snake_out = _Snake(reference.decoder[-2], kernels)
-        self.conv_out = _Conv.causal(reference.decoder[-1], kernels)
+        self.output_proj = _Linear(t.output_proj.weight, t.output_proj.bias, products)
+        self.upsample = [_Upsampler(tr, cn, products) for tr, cn in reference.upsample]
+        self.conv_in = _Conv.causal(reference.decoder[0], products)
+        self.blocks = [_Block(b, products) for b in reference.decoder[1:-2]]
+        self.snake_out = _Snake(reference.decoder[-2], products)
+        self.conv_out = _Conv.causal(reference.decoder[-1], products)
         if cfg.sliding_window is None:
             raise ValueError("streaming needs a finite attention window")
 
