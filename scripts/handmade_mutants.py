@@ -13,6 +13,8 @@ from dataclasses import dataclass
 KERNELS = "ownvoice/kernels/cpu_ops.cpp"
 FLOAT_TILE = "ownvoice/kernels/float_tile.h"
 FLOAT_512 = "ownvoice/kernels/float_avx512.cpp"  # caught only on a CPU with AVX-512
+BF16_DOT = "ownvoice/kernels/bf16dot_avx512.cpp"  # caught only on a CPU with AVX512-BF16
+BF16_OPS = "ownvoice/kernels/bf16_ops.cpp"
 SPEECH_DECODER = "ownvoice/engine/fast/speech_decoder.py"
 LOOP = "ownvoice/engine/fast/loop.py"
 SAMPLER = "ownvoice/engine/fast/sampler.py"
@@ -21,6 +23,7 @@ Q8 = "ownvoice/kernels/q8_tile.h"
 Q4 = "ownvoice/kernels/q4_tile.h"
 
 KERNEL_TESTS = ["tests/engine/test_kernels.py", "tests/engine/test_fast_path.py"]
+BF16_TESTS = ["tests/engine/test_bf16_products.py"]
 DECODER_TESTS = [
     "tests/codec/test_codec_streaming.py",
     "tests/engine/test_fast_path.py::test_fast_equals_eager_greedy",
@@ -76,6 +79,42 @@ MUTANTS = [
         "tile_rows<Fmt, 4, 6>(b.M, w + p * b.K * PANEL",
         "tile_rows<Fmt, 3, 6>(b.M, w + p * b.K * PANEL",
         KERNEL_TESTS,
+    ),
+    # ---- bf16 dot products (the bf16 speech decoder) ----
+    Mutant(
+        "kernel bf16: rows past the last whole 8-row block dropped",
+        BF16_DOT,
+        "for (int64_t m = 0; m < b.M; m += C) {",
+        "for (int64_t m = 0; m + C <= b.M; m += C) {",
+        BF16_TESTS,
+    ),
+    Mutant(
+        "kernel bf16: the last pair of columns left out",
+        BF16_DOT,
+        "for (int64_t k = k0; k < k0 + r.seg; ++k) {",
+        "for (int64_t k = k0; k < k0 + r.seg - (k0 + r.seg == K2); ++k) {",
+        BF16_TESTS,
+    ),
+    Mutant(
+        "kernel bf16: a partial panel's rows stored past N",
+        BF16_DOT,
+        "N - n >= PANEL ? __mmask16(0xFFFF) : __mmask16((1u << (N - n)) - 1)",
+        "__mmask16(0xFFFF)",
+        BF16_TESTS,
+    ),
+    Mutant(
+        "kernel bf16: a conversion's odd tail not rounded",
+        BF16_DOT,
+        "const __mmask16 lo = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);",
+        "const __mmask16 lo = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i - 1)) - 1);",
+        BF16_TESTS,
+    ),
+    Mutant(
+        "kernel bf16: a convolution's taps read without the dilation",
+        BF16_OPS,
+        "PairRows{pairs.data() + b * T * C2, C2, C2, dilation * C2}",
+        "PairRows{pairs.data() + b * T * C2, C2, C2, C2}",
+        BF16_TESTS,
     ),
     # ---- C++ kernels (class 1: tails and remainders) ----
     Mutant(
