@@ -66,6 +66,9 @@ def test_bench_reports_the_split_rtf_first_audio_memory_and_quantized_quality(
     assert "avx2" in result["cpu"]["flags"]
     assert "code agreement" in table and "ms/frame" in table and "growth" in table
     assert "integer kernels: " in table and "log-mel distance" in table
+    # where decoder_dtype: bfloat16 runs: our bf16 dot products on CPUs with AVX512-BF16
+    assert result["cpu"]["bf16_products"] is cpu_kernels().has_bf16dot()
+    assert ("bf16 decoder: our bf16 products" in table) is result["cpu"]["bf16_products"]
     assert "less than their sum when the decoder overlaps" in table  # why columns don't add up
     machine = result["machine"]
     assert machine["cpus"] >= 1 and machine["load"] is not None

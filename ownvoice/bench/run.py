@@ -114,13 +114,16 @@ def cpu_report() -> dict:
         model=model,
         flags=[f for f in CPU_FLAGS if f in flags],
         kernels=kernels.isa() if kernels is not None else None,
+        # decoder_dtype: bfloat16 runs on our bf16 dot products (else torch's bf16 ops)
+        bf16_products=kernels is not None and kernels.has_bf16dot(),
     )
 
 
 def format_cpu(cpu: dict) -> str:
     used = cpu["kernels"] or "none (torch's ops)"
     flags = " ".join(cpu["flags"]) or "-"
-    return f"CPU {cpu['model'] or '?'}: {flags}; integer kernels: {used}"
+    bf16 = "our bf16 products" if cpu.get("bf16_products") else "torch's bf16 ops"
+    return f"CPU {cpu['model'] or '?'}: {flags}; integer kernels: {used}; bf16 decoder: {bf16}"
 
 
 def run_batch_bench(spec: BenchSpec, log=print) -> dict:
