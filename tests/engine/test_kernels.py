@@ -89,6 +89,8 @@ def _integer_weights(mode: str, n: int, k: int, seed: int):
 KS = [1, 7, 8, 9, 15, 16, 17, 31, 33, 1000, 1024]
 NS = [1, 5, 16, 17, 33, 67]  # whole panels of 16, and partial ones
 MS = [1, 2, 3, 4, 5, 6, 7, 10, 11, 13]  # one row, the 6-row tile, and every remainder (0..5)
+# and the 512-bit integer tiles of 8 rows: one, two, and two with a remainder
+INTEGER_MS = [*MS, 8, 16, 19]
 INTEGER = ("int8", "int4")
 
 
@@ -125,7 +127,7 @@ def test_integer_matmul_is_the_reference_arithmetic_for_every_shape(kernels, eve
     assert "avx2" in every_isa
     for n in NS:
         panels, scale, reference = _integer_weights(mode, n, k, seed=n * 1000 + k)
-        for m in MS:
+        for m in INTEGER_MS:
             x = torch.randn(m, k, generator=torch.Generator().manual_seed(m))
             if m > 2:
                 x[1] = 0
