@@ -15,6 +15,7 @@ FLOAT_TILE = "ownvoice/kernels/float_tile.h"
 FLOAT_512 = "ownvoice/kernels/float_avx512.cpp"  # caught only on a CPU with AVX-512
 BF16_DOT = "ownvoice/kernels/bf16dot_avx512.cpp"  # caught only on a CPU with AVX512-BF16
 BF16_OPS = "ownvoice/kernels/bf16_ops.cpp"
+Q8_512 = "ownvoice/kernels/intdot_avx512vnni.cpp"  # caught only on a CPU with AVX-512 VNNI
 SPEECH_DECODER = "ownvoice/engine/fast/speech_decoder.py"
 LOOP = "ownvoice/engine/fast/loop.py"
 SAMPLER = "ownvoice/engine/fast/sampler.py"
@@ -79,6 +80,21 @@ MUTANTS = [
         "tile_rows<Fmt, 4, 6>(b.M, w + p * b.K * PANEL",
         "tile_rows<Fmt, 3, 6>(b.M, w + p * b.K * PANEL",
         KERNEL_TESTS,
+    ),
+    # ---- int8 products of eight rows and more in 512-bit tiles ----
+    Mutant(
+        "kernel int8 512: second panel of a pair skipped",
+        Q8_512,
+        "for (int64_t m = 0; m < full; m += Q8_WIDE_ROWS) q8_tile512<2, Q8_WIDE_ROWS>(q, p, m);",
+        "for (int64_t m = 0; m < full; m += Q8_WIDE_ROWS) q8_tile512<1, Q8_WIDE_ROWS>(q, p, m);",
+        ["tests/engine/test_kernels.py"],
+    ),
+    Mutant(
+        "kernel int8 512: the last rows scaled as the first",
+        Q8_512,
+        "rest.xscale = q.xscale + full;",
+        "rest.xscale = q.xscale;",
+        ["tests/engine/test_kernels.py"],
     ),
     # ---- bf16 dot products (the bf16 speech decoder) ----
     Mutant(

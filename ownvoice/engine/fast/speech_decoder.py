@@ -35,6 +35,13 @@ class _State:
         self.kv: dict[int, tuple[Tensor, Tensor]] = {}
         self.position = 0
 
+    def copy(self) -> _State:
+        out = _State()
+        out.tails = {k: t.clone() for k, t in self.tails.items()}
+        out.kv = {k: (a.clone(), b.clone()) for k, (a, b) in self.kv.items()}
+        out.position = self.position
+        return out
+
     def with_tail(self, key: int, x: Tensor, context: int) -> Tensor:
         prev = self.tails.get(key)
         if prev is None:
@@ -290,6 +297,12 @@ class KernelStreamingDecoder:
         """codes (B, 16, n) -> waveform (B, n * 1920) continuing the previous pushes."""
         self._accept(codes)
         return self.decoder.waveform(self.decoder.latents(codes, self._state), self._state)
+
+    def fork(self) -> KernelStreamingDecoder:
+        """A new stream that continues from this one's state (as StreamingDecoder.fork)."""
+        other = KernelStreamingDecoder(self.decoder)
+        other._state, other._batch_size = self._state.copy(), self._batch_size
+        return other
 
     @torch.no_grad()
     def prime(self, codes: Tensor) -> None:

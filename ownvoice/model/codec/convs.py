@@ -27,6 +27,14 @@ class StreamState:
         self.kv: dict[nn.Module, tuple[Tensor, Tensor]] = {}
         self.position = 0
 
+    def copy(self) -> StreamState:
+        """An independent copy: a stream that goes on from here without touching this one."""
+        out = StreamState()
+        out.tails = {m: t.clone() for m, t in self.tails.items()}
+        out.kv = {m: (k.clone(), v.clone()) for m, (k, v) in self.kv.items()}
+        out.position = self.position
+        return out
+
     def with_tail(self, module: nn.Module, x: Tensor, context: int) -> Tensor:
         """(B, C, n) -> (B, C, context + n): x preceded by the module's previous `context` inputs."""
         prev = self.tails.get(module)

@@ -75,6 +75,13 @@ class StreamingDecoder:
         self._accept(codes)
         return self.decoder(codes, self._state)
 
+    def fork(self) -> StreamingDecoder:
+        """A new stream that continues from this one's state (a primed reference shared by
+        every request of one cloned voice); the two go on independently."""
+        other = StreamingDecoder(self.decoder)
+        other._state, other._batch_size = self._state.copy(), self._batch_size
+        return other
+
     @torch.no_grad()
     def prime(self, codes: Tensor) -> None:
         """Advance the state over `codes` without producing their audio (ICL reference codes).
@@ -128,6 +135,12 @@ class WindowedDecoder:
         self._remember(full)
         self._frames += codes.shape[-1]
         return wav[..., skip * self.decoder.samples_per_frame :]
+
+    def fork(self) -> WindowedDecoder:
+        """A new stream that continues from this one's context."""
+        other = WindowedDecoder(self.decoder, self.window)
+        other._context, other._frames = self._context, self._frames  # replaced, never written
+        return other
 
     def prime(self, codes: Tensor) -> None:
         """Remember `codes` as context without decoding them."""
