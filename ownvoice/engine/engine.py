@@ -225,6 +225,8 @@ class Engine:
         codes = None
         if not x_vector_only:
             codes = self._m.codec.encoder(x[None].to(self._m.dtype))[0].T.contiguous()  # (T, 16)
+            # the speech decoder primed with the reference now, not in the voice's first request
+            self._m.prime(codes.cpu())
         return VoicePrompt(
             speaker_embedding=embedding.float().cpu(),
             ref_codes=None if codes is None else codes.cpu(),

@@ -88,6 +88,11 @@ class LoadedModel:
             return WindowedDecoder(self.codec.decoder, window=self.decode_window_frames)
         return StreamingDecoder(self.codec.decoder)
 
+    def prime(self, ref_codes: torch.Tensor) -> None:
+        """Prime (and keep) the decoder state of these reference codes ahead of their first
+        request (a voice being made)."""
+        self._primed(ref_codes)
+
     def _primed(self, ref_codes: torch.Tensor):
         """A decoder primed with these reference codes: a copy of the state kept for the last
         PRIMED_VOICES references. Priming decodes the whole reference through the decoder's

@@ -76,3 +76,13 @@ def test_another_reference_is_primed_on_its_own_and_the_oldest_goes(loaded):
 
 def key_of(codes: torch.Tensor) -> str:
     return hashlib.sha256(codes.contiguous().numpy().tobytes()).hexdigest()
+
+
+def test_a_voice_is_primed_when_it_is_made_and_only_with_a_reference(loaded):
+    engine, voice = loaded
+    m = engine._m
+    m.primed.clear()
+    made = engine.make_voice(reference_clip(), ref_text=REF_TEXT)
+    assert list(m.primed) == [key_of(made.ref_codes) + str(tuple(made.ref_codes.shape))]
+    engine.make_voice(reference_clip(), x_vector_only=True)
+    assert len(m.primed) == 1
