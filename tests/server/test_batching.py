@@ -81,12 +81,15 @@ def test_eight_streaming_clients_each_get_their_solo_audio(tiny_checkpoints, tmp
     assert mean_rows > 2.5, f"the requests did not share steps (mean rows {mean_rows:.2f})"
 
 
+@pytest.mark.alone  # it times how soon a row is freed, as Wyoming's twin does
 def test_a_disconnected_client_leaves_the_batch_at_the_next_step(tmp_path):
-    """Counted in engine steps of 150 ms (as Wyoming's test is): at 50 ms a step, a loaded CI
-    machine took three steps to see the socket close."""
+    """Counted in engine steps of 150 ms (as Wyoming's test is). Beside three busy test workers
+    even 150 ms steps were once too short for the event loop to see the socket close, so it
+    runs with the machine to itself."""
     engine = FakeEngine(frame_delay=0.15, frames_per_char=1.0)
     settings = make_settings(tmp_path, device="cpu", limits={"max_batch": 4})
-    payload = {"model": "tts-1", "voice": "ryan", "input": "x" * 80, "response_format": "pcm"}
+    # 6 s a row: the others play on long after the measured row has left
+    payload = {"model": "tts-1", "voice": "ryan", "input": "x" * 40, "response_format": "pcm"}
     with serve(settings, engines={"cv": engine}) as (base, app):
         worker = app.state.service.pool.workers["cv"]
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
@@ -108,7 +111,7 @@ def test_a_disconnected_client_leaves_the_batch_at_the_next_step(tmp_path):
             # the disconnect is seen between two steps; the row leaves in the step after it
             assert left_after <= 2, f"its row stayed {left_after} steps"
             for f in others:
-                assert len(f.result()) == 80 * 1920 * 2  # the others carry on to the end
+                assert len(f.result()) == 40 * 1920 * 2  # the others carry on to the end
     assert engine.cancelled == 1
 
 
